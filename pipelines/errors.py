@@ -1,0 +1,171 @@
+"""One error tree for Tandem, raised (never returned) and mapped at the edges.
+
+    TandemError                     base; carries a stable ``code`` and an HTTP / gRPC status
+    ├── InvalidInput                the request is malformed or breaks a limit (400 / INVALID_ARGUMENT)
+    │   ├── ValidationFailed        a field is missing, mistyped or empty (422 / INVALID_ARGUMENT)
+    │   ├── PayloadTooLarge         text over the configured size (413 / INVALID_ARGUMENT)
+    │   └── InvalidSessionId        the session id breaks the id rules (400 / INVALID_ARGUMENT)
+    ├── Unauthenticated             missing or unknown API key (401 / UNAUTHENTICATED)
+    ├── NotFound                    unknown session or route (404 / NOT_FOUND)
+    ├── PolicyBlocked               a guardrail refused the request (403 / PERMISSION_DENIED)
+    ├── ToolError                   a tool failed or refused (500 / INTERNAL)
+    │   ├── ToolTimeout             a tool ran past its deadline (504 / DEADLINE_EXCEEDED)
+    │   └── IneligibleAction        a write tool's eligibility rule refused the call (409 / FAILED_PRECONDITION)
+    ├── UpstreamError               a model deployment failed (502 / UNAVAILABLE)
+    │   ├── ModelUnavailable        no model replica could take the call (503 / UNAVAILABLE)
+    │   ├── ModelTimeout            the model ran past the turn deadline (504 / DEADLINE_EXCEEDED)
+    │   └── InvalidModelOutput      the model's output broke its contract (502 / INTERNAL)
+    ├── Overloaded                  back-pressure: try again later (429 / RESOURCE_EXHAUSTED)
+    └── ConfigError                 a config or rule table is invalid at start-up or reload
+
+The status table lives on the classes (``http_status`` and ``grpc_status``,
+the name of a ``grpc.StatusCode`` member) so that HTTP, gRPC and the stream's
+``error`` event are derived from one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "TandemError",
+    "InvalidInput",
+    "ValidationFailed",
+    "PayloadTooLarge",
+    "InvalidSessionId",
+    "Unauthenticated",
+    "NotFound",
+    "PolicyBlocked",
+    "ToolError",
+    "ToolTimeout",
+    "IneligibleAction",
+    "UpstreamError",
+    "ModelUnavailable",
+    "ModelTimeout",
+    "InvalidModelOutput",
+    "Overloaded",
+    "ConfigError",
+    "all_error_classes",
+]
+
+
+class TandemError(Exception):
+    """Base of every error Tandem raises on purpose."""
+
+    code: str = "internal"
+    http_status: int = 500
+    grpc_status: str = "INTERNAL"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body sent to clients: ``{"code", "message"}`` plus details if any."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class InvalidInput(TandemError):
+    code = "invalid_input"
+    http_status = 400
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class ValidationFailed(InvalidInput):
+    code = "validation_error"
+    http_status = 422
+
+
+class PayloadTooLarge(InvalidInput):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class InvalidSessionId(InvalidInput):
+    code = "invalid_session_id"
+
+
+class Unauthenticated(TandemError):
+    code = "unauthenticated"
+    http_status = 401
+    grpc_status = "UNAUTHENTICATED"
+
+
+class NotFound(TandemError):
+    code = "not_found"
+    http_status = 404
+    grpc_status = "NOT_FOUND"
+
+
+class PolicyBlocked(TandemError):
+    code = "policy_blocked"
+    http_status = 403
+    grpc_status = "PERMISSION_DENIED"
+
+
+class ToolError(TandemError):
+    code = "tool_error"
+    http_status = 500
+    grpc_status = "INTERNAL"
+
+
+class ToolTimeout(ToolError):
+    code = "tool_timeout"
+    http_status = 504
+    grpc_status = "DEADLINE_EXCEEDED"
+
+
+class IneligibleAction(ToolError):
+    code = "ineligible_action"
+    http_status = 409
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class UpstreamError(TandemError):
+    code = "upstream_error"
+    http_status = 502
+    grpc_status = "UNAVAILABLE"
+
+
+class ModelUnavailable(UpstreamError):
+    code = "model_unavailable"
+    http_status = 503
+
+
+class ModelTimeout(UpstreamError):
+    code = "model_timeout"
+    http_status = 504
+    grpc_status = "DEADLINE_EXCEEDED"
+
+
+class InvalidModelOutput(UpstreamError):
+    code = "invalid_model_output"
+    http_status = 502
+    grpc_status = "INTERNAL"
+
+
+class Overloaded(TandemError):
+    code = "overloaded"
+    http_status = 429
+    grpc_status = "RESOURCE_EXHAUSTED"
+
+
+class ConfigError(TandemError):
+    code = "config_error"
+    http_status = 500
+    grpc_status = "FAILED_PRECONDITION"
+
+
+def all_error_classes() -> list[type[TandemError]]:
+    """Every class of the tree, base first (used by the completeness test of the edge tables)."""
+    out: list[type[TandemError]] = []
+    stack: list[type[TandemError]] = [TandemError]
+    while stack:
+        cls = stack.pop(0)
+        out.append(cls)
+        stack.extend(cls.__subclasses__())
+    return out

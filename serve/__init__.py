@@ -1,0 +1,1 @@
+"""The Tandem Ray Serve application: deployments, ingress, stores, telemetry and the CLI."""

@@ -1,0 +1,52 @@
+"""The application builder: the Serve YAML ``import_path`` (``serve.app:build_app``).
+
+Graph (embedded profile; production differs only by config)::
+
+    client ─HTTP/SSE─┐                    ┌─► LLMServer:<model>  (orchestrator / generator / slot_extractor
+    client ─gRPC─────┼─► TandemIngress ───┤                       roles map to model deployments by config)
+    client ─OpenAI───┘   (routes, auth,   └─► SessionStore (SQLite | Redis)
+                          turn pipeline)
+
+``build_app`` validates the args strictly first (a bad key fails with its
+path), then binds one ``TandemLLMServer`` per configured model and the ingress.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ray import serve
+from ray.serve.deployment import Application
+
+from models.llm import build_model_deployment, model_card
+from serve.config import AppConfig, parse_app_config
+from serve.ingress import build_ingress_class
+
+__all__ = ["build_app", "ingress_options"]
+
+logger = logging.getLogger("tandem.app")
+
+
+def ingress_options(cfg: AppConfig) -> dict[str, Any]:
+    opts = cfg.ingress.to_serve_options()
+    opts["name"] = "TandemIngress"
+    return opts
+
+
+def build_app(args: dict[str, Any] | AppConfig) -> Application:
+    """Build the Tandem application from its config (a dict from YAML or an :class:`AppConfig`)."""
+    cfg = parse_app_config(args)
+    llm_apps: dict[str, Application] = {}
+    cards: dict[str, Any] = {}
+    for name, mcfg in cfg.models.items():
+        app, conf = build_model_deployment(mcfg)
+        llm_apps[mcfg.model_id] = app
+        cards[mcfg.model_id] = model_card(conf)
+        logger.info("model deployment %s → LLMServer:%s", name, mcfg.model_id)
+    ingress_cls = build_ingress_class()
+    return serve.deployment(ingress_cls, **ingress_options(cfg)).bind(
+        llm_deployments=llm_apps,
+        model_cards=cards,
+        app_config=cfg.model_dump(mode="json"),
+    )

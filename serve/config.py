@@ -1,0 +1,261 @@
+"""The app config: one strict pydantic model per concern, loaded from a Serve YAML file.
+
+``configs/embedded.yaml`` is a valid Ray Serve config file whose application
+``args`` are an :class:`AppConfig`. Ray Serve silently drops unknown keys, so
+:func:`load_serve_file` validates the *whole* file strictly (top-level, the
+application entry and its args) and reports a bad key with its path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pipelines.errors import ConfigError
+from pipelines.protocols import ROLES
+
+__all__ = [
+    "AutoscalingConfig",
+    "DeploymentOptions",
+    "ModelDeploymentConfig",
+    "RolesConfig",
+    "AuthConfig",
+    "StoreConfig",
+    "TelemetryConfig",
+    "PipelineConfig",
+    "AppConfig",
+    "ServeFile",
+    "load_serve_file",
+    "parse_app_config",
+    "format_validation_error",
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AutoscalingConfig(Strict):
+    """The subset of Ray Serve's autoscaling config we set (unknown keys rejected)."""
+
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(1, ge=1)
+    initial_replicas: int | None = Field(None, ge=0)
+    target_ongoing_requests: float = Field(2.0, gt=0)
+    upscale_delay_s: float = Field(30.0, ge=0)
+    downscale_delay_s: float = Field(600.0, ge=0)
+    look_back_period_s: float = Field(30.0, gt=0)
+    metrics_interval_s: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalingConfig:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError("max_replicas must be >= min_replicas")
+        return self
+
+
+class DeploymentOptions(Strict):
+    """Ray Serve options for one CPU deployment (ingress, guardrails, kernels...)."""
+
+    num_cpus: float = Field(0.1, ge=0)
+    num_gpus: float = Field(0, ge=0)
+    resources: dict[str, float] = Field(default_factory=dict)
+    num_replicas: int | None = Field(None, ge=1)
+    autoscaling: AutoscalingConfig | None = None
+    max_ongoing_requests: int = Field(100, ge=1)
+    max_queued_requests: int = Field(-1, ge=-1)
+    health_check_period_s: float = Field(10.0, gt=0)
+    graceful_shutdown_timeout_s: float = Field(5.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_scaling_mode(self) -> DeploymentOptions:
+        if self.num_replicas is not None and self.autoscaling is not None:
+            raise ValueError("give num_replicas or autoscaling, not both")
+        return self
+
+    def to_serve_options(self) -> dict[str, Any]:
+        actor: dict[str, Any] = {"num_cpus": self.num_cpus}
+        if self.num_gpus:
+            actor["num_gpus"] = self.num_gpus
+        if self.resources:
+            actor["resources"] = dict(self.resources)
+        opts: dict[str, Any] = {
+            "ray_actor_options": actor,
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "max_queued_requests": self.max_queued_requests,
+            "health_check_period_s": self.health_check_period_s,
+            "graceful_shutdown_timeout_s": self.graceful_shutdown_timeout_s,
+        }
+        if self.autoscaling is not None:
+            opts["autoscaling_config"] = self.autoscaling.model_dump(exclude_none=True)
+        else:
+            opts["num_replicas"] = self.num_replicas or 1
+        return opts
+
+
+class ModelDeploymentConfig(Strict):
+    """One model deployment (an ``LLMServer`` on vLLM through ``ray.serve.llm``)."""
+
+    model_id: str = Field(..., min_length=1)
+    source: str = Field(
+        ..., description="'embedded' (the bundled small model), a local folder, or a hub id."
+    )
+    accelerator: Literal["cpu", "gpu"] = "cpu"
+    accelerator_type: str | None = None
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    placement_bundles: list[dict[str, float]] | None = None
+    deployment: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0))
+    stream_batching_interval_ms: int = Field(0, ge=0)
+    check_async_scheduling: bool = False
+
+
+class RolesConfig(Strict):
+    """Role → model deployment name (a key of ``AppConfig.models``)."""
+
+    orchestrator: str
+    generator: str
+    slot_extractor: str
+
+
+class AuthConfig(Strict):
+    enabled: bool = False
+    api_keys: list[str] = Field(default_factory=list, description="Static keys (prefer api_keys_env).")
+    api_keys_env: str | None = Field(None, description="Env var holding comma-separated keys.")
+
+
+class StoreConfig(Strict):
+    kind: Literal["sqlite", "redis"] = "sqlite"
+    path: str | None = Field(None, description="SQLite file; default <cache>/sessions.db")
+    url: str | None = Field(None, description="Redis URL (redis://host:port/db)")
+    url_env: str | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> StoreConfig:
+        if self.kind == "redis" and not (self.url or self.url_env):
+            raise ValueError("a redis store needs url or url_env")
+        return self
+
+
+class TelemetryConfig(Strict):
+    service_name: str = "tandem"
+    jsonl_dir: str | None = Field(None, description="Trace + event JSONL dir; default <cache>/telemetry")
+    otlp_endpoint: str | None = None
+    sampling_ratio: float = Field(1.0, ge=0.0, le=1.0)
+
+
+class PipelineConfig(Strict):
+    """Which turn pipeline runs and its knobs."""
+
+    kind: Literal["prompting"] = "prompting"
+    system_prompt: str = (
+        "You are Tandem, a concise and friendly customer-support assistant. "
+        "Answer in one to three short sentences."
+    )
+    max_history_turns: int = Field(6, ge=0, le=50)
+    max_reply_tokens: int = Field(128, ge=1, le=4096)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    seed: int = 0
+    max_text_chars: int = Field(4000, ge=1)
+    turn_deadline_s: float = Field(60.0, gt=0)
+
+
+class AppConfig(Strict):
+    """Everything one Tandem application needs; the ``args`` of the Serve YAML entry."""
+
+    profile: str = "embedded"
+    models: dict[str, ModelDeploymentConfig]
+    roles: RolesConfig
+    ingress: DeploymentOptions = Field(default_factory=DeploymentOptions)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+
+    @model_validator(mode="after")
+    def _roles_resolve(self) -> AppConfig:
+        for role in ROLES:
+            name = getattr(self.roles, role)
+            if name not in self.models:
+                raise ValueError(f"roles.{role} names {name!r}, which is not a key of models")
+        ids = [m.model_id for m in self.models.values()]
+        if len(ids) != len(set(ids)):
+            raise ValueError("model_id values must be unique")
+        return self
+
+    def model_for_role(self, role: str) -> ModelDeploymentConfig:
+        return self.models[getattr(self.roles, role)]
+
+
+# --- the Serve file -------------------------------------------------------
+
+
+class HttpOptions(Strict):
+    host: str = "0.0.0.0"
+    port: int = Field(8000, ge=1, le=65535)
+    request_timeout_s: float | None = None
+    keep_alive_timeout_s: int | None = None
+
+
+class GrpcOptions(Strict):
+    port: int = Field(9000, ge=1, le=65535)
+    grpc_servicer_functions: list[str] = Field(default_factory=list)
+
+
+class ApplicationEntry(Strict):
+    name: str
+    route_prefix: str = "/"
+    import_path: str
+    runtime_env: dict[str, Any] = Field(default_factory=dict)
+    args: AppConfig
+
+
+class ServeFile(Strict):
+    """A Ray Serve config file, validated strictly."""
+
+    proxy_location: Literal["HeadOnly", "EveryNode", "Disabled"] = "HeadOnly"
+    http_options: HttpOptions = Field(default_factory=HttpOptions)
+    grpc_options: GrpcOptions = Field(default_factory=GrpcOptions)
+    logging_config: dict[str, Any] | None = None
+    applications: list[ApplicationEntry] = Field(..., min_length=1)
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    """One line per problem, each with the dotted path of the offending key."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        path = ".".join(str(p) for p in err["loc"])
+        full = f"{prefix}.{path}" if prefix and path else (prefix or path)
+        kind = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"{full}: {kind}")
+    return "; ".join(lines)
+
+
+def parse_app_config(args: dict[str, Any] | AppConfig) -> AppConfig:
+    """Validate application args (what Ray passes to the builder)."""
+    if isinstance(args, AppConfig):
+        return args
+    try:
+        return AppConfig.model_validate(args)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid app config: {format_validation_error(exc, 'args')}") from exc
+
+
+def load_serve_file(path: str | Path) -> ServeFile:
+    """Read and strictly validate a Serve YAML file; :class:`ConfigError` names the bad key."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {p} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config {p} must be a mapping at the top level")
+    try:
+        return ServeFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config {p}: {format_validation_error(exc)}") from exc

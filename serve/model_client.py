@@ -1,0 +1,126 @@
+"""Role-addressed model client over Ray Serve handles to ``LLMServer`` deployments.
+
+Implements :class:`pipelines.protocols.ModelClient`. Each streamed item from
+``LLMServer.chat`` is a list of complete SSE events (``data: {chunk}``) or an
+``ErrorResponse``; this module turns them into text deltas and translates
+foreign errors into :mod:`pipelines.errors` at this one boundary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+from ray.serve.exceptions import (
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+    RequestCancelledError,
+)
+from ray.serve.handle import DeploymentHandle
+
+from pipelines.errors import (
+    InvalidModelOutput,
+    ModelUnavailable,
+    Overloaded,
+    UpstreamError,
+)
+from pipelines.protocols import ModelCall
+
+__all__ = ["ServeModelClient", "to_chat_request", "parse_sse_item", "FOREIGN_ERRORS"]
+
+# Foreign error → our error class (a test checks every entry maps to an UpstreamError or Overloaded).
+FOREIGN_ERRORS: dict[type[BaseException], type[Exception]] = {
+    BackPressureError: Overloaded,
+    DeploymentUnavailableError: ModelUnavailable,
+    ReplicaUnavailableError: ModelUnavailable,
+    ActorDiedError: ModelUnavailable,
+    ActorUnavailableError: ModelUnavailable,
+    RayActorError: ModelUnavailable,
+}
+
+
+def to_chat_request(model_id: str, call: ModelCall) -> Any:
+    """Our :class:`ModelCall` as Ray Serve LLM's ``ChatCompletionRequest`` (streaming)."""
+    from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+    body: dict[str, Any] = {
+        "model": model_id,
+        "messages": [m.model_dump() for m in call.messages],
+        "max_tokens": call.max_tokens,
+        "temperature": call.temperature,
+        "top_p": call.top_p,
+        "stream": True,
+    }
+    if call.seed is not None:
+        body["seed"] = call.seed
+    if call.stop:
+        body["stop"] = list(call.stop)
+    so = call.structured_output
+    if so is not None:
+        body["structured_outputs"] = {so.kind: so.spec}
+    return ChatCompletionRequest(**body)
+
+
+def parse_sse_item(item: Any) -> list[str]:
+    """Text deltas in one streamed item; raises :class:`InvalidModelOutput` on an engine error."""
+    events = item if isinstance(item, list) else [item]
+    out: list[str] = []
+    for ev in events:
+        if not isinstance(ev, str):
+            err = getattr(ev, "error", None)
+            if err is not None:  # an ErrorResponse
+                raise InvalidModelOutput(
+                    f"model rejected the request: {getattr(err, 'message', err)}",
+                    details={"upstream_code": getattr(err, "code", None)},
+                )
+            raise InvalidModelOutput(f"unexpected item from the model deployment: {type(ev).__name__}")
+        for line in ev.splitlines():
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if not payload or payload == "[DONE]":
+                continue
+            try:
+                chunk = json.loads(payload)
+            except ValueError as exc:
+                raise InvalidModelOutput("unparseable chunk from the model deployment") from exc
+            if "error" in chunk:
+                e = chunk["error"]
+                msg = e.get("message") if isinstance(e, dict) else str(e)
+                raise InvalidModelOutput(f"model error: {msg}")
+            for choice in chunk.get("choices") or []:
+                text = (choice.get("delta") or {}).get("content")
+                if text:
+                    out.append(text)
+    return out
+
+
+class ServeModelClient:
+    """``role → (handle, model_id)``; streams text deltas from the role's deployment."""
+
+    def __init__(self, routes: dict[str, tuple[DeploymentHandle, str]]) -> None:
+        self._routes = {role: (h.options(stream=True), mid) for role, (h, mid) in routes.items()}
+
+    def model_id(self, role: str) -> str:
+        return self._routes[role][1]
+
+    async def stream(self, role: str, call: ModelCall) -> AsyncIterator[str]:
+        try:
+            handle, model_id = self._routes[role]
+        except KeyError:
+            raise ModelUnavailable(f"no model deployment serves role {role!r}") from None
+        request = to_chat_request(model_id, call)
+        try:
+            async for item in handle.chat.remote(request):
+                for text in parse_sse_item(item):
+                    yield text
+        except (UpstreamError, Overloaded):
+            raise
+        except RequestCancelledError:
+            raise
+        except tuple(FOREIGN_ERRORS) as exc:
+            cls = next(v for k, v in FOREIGN_ERRORS.items() if isinstance(exc, k))
+            raise cls(f"model deployment for role {role!r} failed: {type(exc).__name__}") from exc

@@ -1,0 +1,1 @@
+"""Session and state stores behind :class:`pipelines.protocols.SessionStore`."""
