@@ -235,8 +235,10 @@ class TandemIngress(OpenAiIngress):
         try:
             session_id, req = self._grpc_request(request, grpc_context)
         except TandemError as exc:
+            # A streaming method reports its status by raising after set_code (Ray Serve wraps
+            # the exception into a gRPCStatusError carrying the code we set).
             self._grpc_fail(grpc_context, exc, "grpc StreamTurn")
-            return
+            raise
         async for ev in self._events(session_id, req, received):
             yield event_to_proto(ev)
 
