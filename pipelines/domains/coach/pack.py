@@ -1,0 +1,53 @@
+"""The coach rule tables (Φ, Ψ, tiers, W3) as data files, and their validated bundle.
+
+The YAML files under ``tables/`` each carry their own version; the bundle
+version joins them. :func:`coach_rule_tables_dict` gives the plain dict (what a
+Serve ``user_config`` would carry); :func:`load_coach_rule_tables` validates it
+against the coach labels and tools.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipelines.errors import ConfigError
+from pipelines.sgc.tables import RuleTables, RuleTablesHolder, load_rule_tables
+
+from .labels import INTENT_LABELS
+from .tools import TOOL_NAMES
+
+__all__ = ["TABLES_DIR", "TABLE_FILES", "coach_rule_tables_dict", "load_coach_rule_tables", "coach_tables_holder"]
+
+TABLES_DIR = Path(__file__).with_name("tables")
+TABLE_FILES = {"phi": "phi.yaml", "psi": "psi.yaml", "tiers": "tiers.yaml", "w3": "w3.yaml"}
+
+
+def _read(name: str) -> Any:
+    path = TABLES_DIR / name
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read rule table {path}: {exc}", details={"path": str(path)}) from exc
+
+
+def coach_rule_tables_dict() -> dict[str, Any]:
+    """The coach rule bundle as a plain dict: ``{version, phi, psi, tiers, w3}``."""
+    data: dict[str, Any] = {key: _read(fname) for key, fname in TABLE_FILES.items()}
+    parts = [data["phi"]["version"], data["psi"]["version"], data["tiers"]["version"]]
+    parts += [data["w3"][b]["version"] for b in sorted(data["w3"])]
+    data["version"] = "coach:" + "+".join(parts)
+    return data
+
+
+def load_coach_rule_tables(data: Any | None = None) -> RuleTables:
+    """Validate ``data`` (default: the packaged tables) against the coach labels and tools."""
+    return load_rule_tables(coach_rule_tables_dict() if data is None else data,
+                            labels=INTENT_LABELS, tools=TOOL_NAMES)
+
+
+def coach_tables_holder() -> RuleTablesHolder:
+    """A hot-reload holder primed with the packaged coach tables."""
+    return RuleTablesHolder(coach_rule_tables_dict(), labels=INTENT_LABELS, tools=TOOL_NAMES)

@@ -1,0 +1,237 @@
+"""Replay tau2-retail tasks' expected actions through our registry and check the state.
+
+For each task: a fresh world from ``db.json``; the expected actions in order;
+the user a lookup returns is authenticated; every write is confirmed just
+before it runs. After each write, the touched order / user must equal what an
+independent oracle derives from the state before the write (status, payment
+records, gift card balances, items, addresses), and nothing else in the world
+may change. A task is ``ok``, ``refused`` (our eligibility said no: a finding,
+with the reason) or ``mismatch`` (the state or a call went wrong).
+
+Two facts of the tau2 data are handled explicitly and counted in the report:
+some expected actions are *meant* to fail (a wrong email, an order id without
+its ``W``, a docstring example product id); such a call is ``expected_error``
+when the entity is really absent from ``db.json`` (so tau2 fails too). And
+many tasks list only their writes, without the lookup that authenticated the
+user in the conversation; for those the owner of the first referenced order
+(or user) is authenticated and named in ``implicit_auth``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.tools import ToolContext, ToolRegistry
+
+from .eligibility import authenticate
+from .reads import fold
+from .tools import LOOKUP_TOOLS, WRITE_TOOLS, build_registry, invoke
+from .world import RetailWorld
+
+__all__ = ["ActionReport", "TaskReport", "ReplayReport", "default_tau2_dir", "replay_task", "replay_all"]
+
+Status = Literal["ok", "refused", "mismatch"]
+ActionStatus = Literal["ok", "expected_error", "refused", "mismatch"]
+_NOT_FOUND = frozenset({"user_not_found", "order_not_found", "product_not_found", "item_not_found"})
+
+
+class ActionReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action_id: str
+    name: str
+    status: ActionStatus
+    reason: str | None = None
+    detail: str | None = None
+
+
+class TaskReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    status: Status
+    implicit_auth: str | None = Field(
+        None, description="User authenticated for a task whose actions list no lookup (the owner)."
+    )
+    actions: list[ActionReport] = Field(default_factory=list, description="Actions that were not plain ok.")
+
+
+class ReplayReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    counts: dict[str, int]
+    tasks: list[TaskReport]
+
+
+def default_tau2_dir() -> Path:
+    """``$TANDEM_TAU2_DIR``, else ``../shared/data/tau2-retail`` next to the repository."""
+    env = os.environ.get("TANDEM_TAU2_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tau2-retail"
+
+
+def _tau2_fails_too(name: str, a: dict[str, Any], db: dict[str, Any]) -> bool:
+    """True when the referenced entity is absent from ``db``, so tau2's own tool fails as well."""
+    if name == "find_user_id_by_email":
+        return not any(fold(u["email"]) == fold(a["email"]) for u in db["users"].values())
+    if name == "find_user_id_by_name_zip":
+        return not any(
+            fold(u["name"]["first_name"]) == fold(a["first_name"])
+            and fold(u["name"]["last_name"]) == fold(a["last_name"]) and u["address"]["zip"] == a["zip"]
+            for u in db["users"].values()
+        )
+    if "order_id" in a:
+        return a["order_id"] not in db["orders"]
+    if name == "get_product_details":
+        return a["product_id"] not in db["products"]
+    if name == "get_item_details":
+        return not any(a["item_id"] in p["variants"] for p in db["products"].values())
+    return False
+
+
+def _owner(task: dict[str, Any], db: dict[str, Any]) -> str | None:
+    """The user a task acts for, from its first order or user argument (tasks without a lookup)."""
+    for action in task["evaluation_criteria"]["actions"]:
+        args = action["arguments"]
+        if args.get("user_id") in db["users"]:
+            return args["user_id"]
+        if args.get("order_id") in db["orders"]:
+            return db["orders"][args["order_id"]]["user_id"]
+    return None
+
+
+def _gift(user: dict[str, Any], pm_id: str, delta: float) -> None:
+    pm = user["payment_methods"].get(pm_id)
+    if pm is not None and pm["source"] == "gift_card":
+        pm["balance"] = round(pm["balance"] + delta, 2)
+
+
+def _expect(name: str, a: dict[str, Any], pre: dict[str, Any]) -> tuple[dict | None, dict]:
+    """The (order, user) JSON a write must produce, derived from the pre-state only."""
+    if name == "modify_user_address":
+        user = copy.deepcopy(pre["users"][a["user_id"]])
+        user["address"] = {k: a[k] for k in ("address1", "address2", "city", "country", "state", "zip")}
+        return None, user
+    order = copy.deepcopy(pre["orders"][a["order_id"]])
+    user = copy.deepcopy(pre["users"][order["user_id"]])
+    hist = order["payment_history"]
+    if name == "cancel_pending_order":
+        net: dict[str, float] = {}
+        for rec in hist:
+            sign = 1 if rec["transaction_type"] == "payment" else -1
+            net[rec["payment_method_id"]] = net.get(rec["payment_method_id"], 0.0) + sign * rec["amount"]
+        for pm_id, amount in net.items():
+            if round(amount, 2) > 0:
+                hist.append({"transaction_type": "refund", "amount": round(amount, 2), "payment_method_id": pm_id})
+                _gift(user, pm_id, round(amount, 2))
+        order["status"], order["cancel_reason"] = "cancelled", a["reason"]
+    elif name in ("modify_pending_order_items", "exchange_delivered_order_items"):
+        diff = 0.0
+        for old_id, new_id in zip(a["item_ids"], a["new_item_ids"], strict=True):
+            item = next(i for i in order["items"] if i["item_id"] == old_id)
+            variant = pre["products"][item["product_id"]]["variants"][new_id]
+            diff += variant["price"] - item["price"]
+            if name == "modify_pending_order_items":
+                item.update(item_id=new_id, price=variant["price"], options=variant["options"])
+        diff = round(diff, 2)
+        if name == "modify_pending_order_items":
+            if diff:
+                kind = "payment" if diff > 0 else "refund"
+                hist.append({"transaction_type": kind, "amount": abs(diff), "payment_method_id": a["payment_method_id"]})
+                _gift(user, a["payment_method_id"], -diff)
+            order["status"] = "pending (item modified)"
+        else:
+            order.update(status="exchange requested", exchange_items=sorted(a["item_ids"]),
+                         exchange_new_items=sorted(a["new_item_ids"]),
+                         exchange_payment_method_id=a["payment_method_id"], exchange_price_difference=diff)
+    elif name == "modify_pending_order_address":
+        order["address"] = {k: a[k] for k in ("address1", "address2", "city", "country", "state", "zip")}
+    elif name == "modify_pending_order_payment":
+        old = hist[0]
+        hist.append({"transaction_type": "payment", "amount": old["amount"], "payment_method_id": a["payment_method_id"]})
+        hist.append({"transaction_type": "refund", "amount": old["amount"], "payment_method_id": old["payment_method_id"]})
+        _gift(user, a["payment_method_id"], -old["amount"])
+        _gift(user, old["payment_method_id"], old["amount"])
+    elif name == "return_delivered_order_items":
+        order.update(status="return requested", return_items=sorted(a["item_ids"]),
+                     return_payment_method_id=a["payment_method_id"])
+    return order, user
+
+
+def _diff(name: str, args: dict[str, Any], pre: dict[str, Any], post: dict[str, Any]) -> list[str]:
+    order, user = _expect(name, args, pre)
+    problems: list[str] = []
+    touched_o = {order["order_id"]} if order else set()
+    touched_u = {user["user_id"]}
+    if order is not None and post["orders"][order["order_id"]] != order:
+        problems.append(f"order {order['order_id']}: expected {order} got {post['orders'][order['order_id']]}")
+    if post["users"][user["user_id"]] != user:
+        problems.append(f"user {user['user_id']}: expected {user} got {post['users'][user['user_id']]}")
+    for kind, touched in (("orders", touched_o), ("users", touched_u), ("products", set())):
+        for key in pre[kind].keys() | post[kind].keys():
+            if key not in touched and pre[kind].get(key) != post[kind].get(key):
+                problems.append(f"{kind} {key} changed unexpectedly")
+    return problems
+
+
+def replay_task(task: dict[str, Any], db: dict[str, Any], registry: ToolRegistry[RetailWorld]) -> TaskReport:
+    """Replay one task's expected actions on a fresh world built from ``db``."""
+    world = RetailWorld.from_tau2_json(db)
+    ctx = ToolContext(session_id=f"tau2-{task['id']}")
+    actions = task["evaluation_criteria"]["actions"]
+    implicit = None
+    if not any(a["name"] in LOOKUP_TOOLS for a in actions):
+        implicit = _owner(task, db)
+        if implicit is not None:
+            authenticate(ctx, implicit, world)
+    bad: list[ActionReport] = []
+    for action in actions:
+        name, args = action["name"], action["arguments"]
+        pre = world.to_json() if name in WRITE_TOOLS else None
+        ctx.confirmed = name in WRITE_TOOLS
+        out = invoke(registry, name, args, ctx, world)
+        ctx.confirmed = False
+        obs = out.observation
+        rep = ActionReport(action_id=action["action_id"], name=name, status="ok")
+        if not obs.ok:
+            rep.reason, rep.detail = out.reason, obs.error_message
+            if out.reason in _NOT_FOUND and _tau2_fails_too(name, args, db):
+                rep.status = "expected_error"
+            else:
+                rep.status = "refused" if obs.error_code == "ineligible_action" else "mismatch"
+        elif name in LOOKUP_TOOLS:
+            authenticate(ctx, obs.result["user_id"], world)
+        elif pre is not None:
+            problems = _diff(name, args, pre, world.to_json())
+            if problems:
+                rep.status, rep.detail = "mismatch", "; ".join(problems)[:2000]
+        if rep.status != "ok":
+            bad.append(rep)
+    status: Status = "ok"
+    if any(r.status == "mismatch" for r in bad):
+        status = "mismatch"
+    elif any(r.status == "refused" for r in bad):
+        status = "refused"
+    return TaskReport(task_id=str(task["id"]), status=status, implicit_auth=implicit, actions=bad)
+
+
+def replay_all(tau2_dir: str | Path | None = None) -> ReplayReport:
+    """Replay every task of ``tasks_train.json`` in ``tau2_dir`` (default :func:`default_tau2_dir`)."""
+    base = Path(tau2_dir) if tau2_dir is not None else default_tau2_dir()
+    db = json.loads((base / "db.json").read_text(encoding="utf-8"))
+    tasks = json.loads((base / "tasks_train.json").read_text(encoding="utf-8"))
+    registry = build_registry()
+    reports = [replay_task(t, db, registry) for t in tasks]
+    counts = Counter(r.status for r in reports)
+    summary = {k: counts.get(k, 0) for k in ("ok", "refused", "mismatch")}
+    summary["expected_errors"] = sum(a.status == "expected_error" for r in reports for a in r.actions)
+    summary["implicit_auth"] = sum(r.implicit_auth is not None for r in reports)
+    return ReplayReport(counts=summary, tasks=reports)
