@@ -10,6 +10,7 @@ event, stores the whole turn in one write, and always ends with ``done``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import secrets
 import time
@@ -48,11 +49,13 @@ __all__ = [
     "new_turn_id",
 ]
 
+logger = logging.getLogger("tandem.turn")
+
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
 def validate_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+    if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):
         raise InvalidSessionId(
             "session id must be 1-128 characters of letters, digits, '_', '.', ':' or '-', "
             "starting with a letter or digit",
@@ -171,6 +174,7 @@ class TurnRunner:
             )
             await asyncio.shield(self.store.append_turn(session_id, record))
 
+        error: ErrorEvent | None = None
         try:
             with stage_span("turn", session_id=session_id, turn_id=turn_id, pipeline=self.pipeline.name):
                 async with asyncio.timeout(self.deadline_s):
@@ -181,19 +185,24 @@ class TurnRunner:
                             reply.append(event.text)
                         yield event
         except TimeoutError:
-            ctx.status = "failed"
-            err = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
-            self.sink.emit("turn.error", turn_id=turn_id, code=err.code, message=err.message)
-            yield ErrorEvent(code=err.code, message=err.message)
-        except TandemError as err:
-            ctx.status = "failed"
-            self.sink.emit("turn.error", turn_id=turn_id, code=err.code, message=err.message)
-            yield ErrorEvent(code=err.code, message=err.message)
+            err: TandemError = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
+            error = ErrorEvent(code=err.code, message=err.message)
+        except TandemError as exc:
+            error = ErrorEvent(code=exc.code, message=exc.message)
         except (asyncio.CancelledError, GeneratorExit):
             self.sink.emit("turn.cancelled", turn_id=turn_id)
             await store("failed")
             raise
+        except Exception as exc:  # a bug in a pipeline or tool: store, report, never leak internals
+            logger.exception("turn %s failed unexpectedly", turn_id)
+            error = ErrorEvent(code="internal", message=f"internal error ({type(exc).__name__}); trace {trace_id}")
+        if error is not None:
+            ctx.status = "failed"
+            self.sink.emit("turn.error", turn_id=turn_id, code=error.code, message=error.message)
+        # Store before yielding anything more: a client that leaves now loses nothing.
         await store(ctx.status)
+        if error is not None:
+            yield error
         end_ms = (self.clock() - t0) * 1000
         timings = Timings(
             queue_ms=round((started - t0) * 1000, 3),

@@ -40,7 +40,7 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 
 def log_error(exc: BaseException, *, where: str, status: int) -> None:
     if status >= 500:
-        logger.error("%s: %s", where, exc, exc_info=not isinstance(exc, TandemError))
+        logger.error("%s: %s", where, exc, exc_info=None if isinstance(exc, TandemError) else exc)
     else:
         logger.warning("%s: %s", where, exc)
 
