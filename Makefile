@@ -9,7 +9,7 @@ STAMP := $(VENV)/.stamp-install
 CONFIG ?= configs/embedded.yaml
 PYTEST_ARGS ?=
 
-.PHONY: install run test unit integration lint bench clean-cache
+.PHONY: system-deps install run test unit integration lint bench k8s
 
 install: $(STAMP)
 
@@ -28,7 +28,12 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/tandem run $(CONFIG)
 
-test: install
+# The Redis store's tests run against a real redis-server (started by the tests on a free port).
+system-deps:
+	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server >/dev/null) \
+	  || echo "warning: could not install redis-server; the Redis store tests will skip"
+
+test: install system-deps
 	$(VENV)/bin/tandem prepare-model
 	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 
@@ -43,3 +48,6 @@ lint: install
 
 bench: install
 	$(PY) scripts/bench_overhead.py
+
+k8s: install
+	$(VENV)/bin/tandem k8s render configs/h100.yaml --out-dir k8s

@@ -71,7 +71,10 @@ def llm_config(cfg: ModelDeploymentConfig, *, model_source: str | None = None) -
     if cfg.accelerator_type:
         kwargs["accelerator_type"] = cfg.accelerator_type
     if cfg.placement_bundles:
-        kwargs["placement_group_config"] = {"bundles": [dict(b) for b in cfg.placement_bundles]}
+        pg: dict[str, Any] = {"bundles": [dict(b) for b in cfg.placement_bundles]}
+        if cfg.placement_strategy:
+            pg["strategy"] = cfg.placement_strategy
+        kwargs["placement_group_config"] = pg
     return LLMConfig(**kwargs)
 
 
@@ -112,8 +115,15 @@ class TandemLLMServer(LLMServer):
 
 def build_model_deployment(cfg: ModelDeploymentConfig) -> tuple[Application, LLMConfig]:
     """Bind one ``TandemLLMServer`` deployment named ``LLMServer:<model_id>``."""
+    cls: type[LLMServer] = TandemLLMServer
+    if cfg.server_cls:
+        from ray._common.utils import import_attr
+
+        cls = import_attr(cfg.server_cls)
     conf = llm_config(cfg)
     if cfg.check_async_scheduling:
         conf.experimental_configs["tandem_check_async_scheduling"] = True
-    app = build_llm_deployment(conf, name_prefix="LLMServer:", deployment_cls=TandemLLMServer)
+    if cfg.server_options:
+        conf.experimental_configs["tandem_server_options"] = dict(cfg.server_options)
+    app = build_llm_deployment(conf, name_prefix="LLMServer:", deployment_cls=cls)
     return app, conf

@@ -3,6 +3,7 @@
     tandem run [CONFIG]            prepare the model, start Ray and the app, serve until Ctrl-C
     tandem prepare-model           convert the embedded model once (idempotent)
     tandem check-config CONFIG     validate a Serve config file strictly
+    tandem k8s render CONFIG       render the KubeRay RayService (+ Redis, secrets) from a profile
 """
 
 from __future__ import annotations
@@ -170,6 +171,15 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_k8s(ns: argparse.Namespace) -> int:
+    from serve.k8s import main as k8s_main
+
+    args = list(ns.args)
+    if args and args[0] == "render":
+        args = args[1:]
+    return int(k8s_main(args) or 0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tandem", description="State-grounded two-model assistants on Ray Serve")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -184,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
+    k = sub.add_parser("k8s", help="render KubeRay manifests from a profile (tandem k8s render configs/h100.yaml)")
+    k.add_argument("args", nargs=argparse.REMAINDER)
+    k.set_defaults(func=cmd_k8s)
     c = sub.add_parser("check-config", help="validate a Serve config file strictly")
     c.add_argument("config")
     c.set_defaults(func=cmd_check)

@@ -26,6 +26,8 @@ __all__ = [
     "StoreConfig",
     "TelemetryConfig",
     "PipelineConfig",
+    "DomainConfig",
+    "DeploymentsConfig",
     "AppConfig",
     "ServeFile",
     "load_serve_file",
@@ -108,9 +110,18 @@ class ModelDeploymentConfig(Strict):
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     placement_bundles: list[dict[str, float]] | None = None
+    placement_strategy: Literal["PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD"] | None = Field(
+        None, description="STRICT_PACK keeps a tensor-parallel group on one node (PACK is best effort)."
+    )
     deployment: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0))
     stream_batching_interval_ms: int = Field(0, ge=0)
     check_async_scheduling: bool = False
+    server_cls: str | None = Field(
+        None,
+        description="Import path of an LLMServer subclass to host instead of TandemLLMServer "
+        "(tests use it for a scripted model deployment).",
+    )
+    server_options: dict[str, Any] = Field(default_factory=dict, description="Passed to server_cls.")
 
 
 class RolesConfig(Strict):
@@ -147,10 +158,33 @@ class TelemetryConfig(Strict):
     sampling_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
+PipelineKind = Literal["prompting", "monolithic", "dr"]
+
+
+class DomainConfig(Strict):
+    """The domain pack and its world (the store the tools read and write)."""
+
+    name: Literal["support"] = "support"
+    seed: int = Field(7, description="Seed of the synthetic world written on first start.")
+    world_path: str | None = Field(None, description="SQLite world file; default <cache>/world-<name>-<seed>.db")
+    tau2_db: str | None = Field(None, description="Import this tau2 db.json into an empty store instead.")
+
+
+class DeploymentsConfig(Strict):
+    """Options of the CPU deployments that host pipeline parts."""
+
+    tools: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0.1, num_replicas=1))
+    guardrails: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0.1))
+
+
 class PipelineConfig(Strict):
     """Which turn pipeline runs and its knobs."""
 
-    kind: Literal["prompting"] = "prompting"
+    kind: PipelineKind = "prompting"
+    max_steps: int = Field(3, ge=1, le=10, description="DR: the orchestrator's step cap per turn.")
+    orchestrator_max_tokens: int = Field(160, ge=16, le=2048)
+    model_timeout_s: float = Field(30.0, gt=0)
+    tool_timeout_s: float = Field(10.0, gt=0)
     system_prompt: str = (
         "You are Tandem, a concise and friendly customer-support assistant. "
         "Answer in one to three short sentences."
@@ -174,6 +208,18 @@ class AppConfig(Strict):
     store: StoreConfig = Field(default_factory=StoreConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    domain: DomainConfig = Field(default_factory=DomainConfig)
+    deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
+    guardrails: dict[str, Any] | None = Field(
+        None, description="Guardrail rule table (configs/guardrails.yaml's shape); default: the bundled table."
+    )
+
+    @model_validator(mode="after")
+    def _tools_single_replica(self) -> AppConfig:
+        t = self.deployments.tools
+        if t.autoscaling is not None or (t.num_replicas or 1) != 1:
+            raise ValueError("deployments.tools: the tools deployment owns the world state; run exactly one replica")
+        return self
 
     @model_validator(mode="after")
     def _roles_resolve(self) -> AppConfig:
