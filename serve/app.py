@@ -4,8 +4,9 @@ Graph (embedded profile; production differs only by config)::
 
     client ─HTTP/SSE─┐                    ┌─► LLMServer:<model>  (orchestrator / generator / slot_extractor
     client ─gRPC─────┼─► TandemIngress ───┤                       roles map to model deployments by config)
-    client ─OpenAI───┘   (routes, auth,   └─► SessionStore (SQLite | Redis)
-                          turn pipeline)
+    client ─OpenAI───┘   (routes, auth,   ├─► ToolsServer       (typed tools + world store; dr / monolithic)
+                          turn pipeline)  ├─► GuardrailsServer  (pre / post guard; rule table via user_config)
+                                          └─► SessionStore (SQLite | Redis)
 
 ``build_app`` validates the args strictly first (a bad key fails with its
 path), then binds one ``TandemLLMServer`` per configured model and the ingress.
@@ -22,6 +23,7 @@ from ray.serve.deployment import Application
 from models.llm import build_model_deployment, model_card
 from serve.config import AppConfig, parse_app_config
 from serve.ingress import build_ingress_class
+from serve.pipeline_factory import NEEDS_TOOLS
 
 __all__ = ["build_app", "ingress_options"]
 
@@ -44,9 +46,20 @@ def build_app(args: dict[str, Any] | AppConfig) -> Application:
         llm_apps[mcfg.model_id] = app
         cards[mcfg.model_id] = model_card(conf)
         logger.info("model deployment %s → LLMServer:%s", name, mcfg.model_id)
+    extra: dict[str, Application] = {}
+    if cfg.pipeline.kind in NEEDS_TOOLS:
+        from serve.deployments.guardrails import GuardrailsServer
+        from serve.deployments.tools import ToolsServer
+
+        extra["tools"] = serve.deployment(ToolsServer, name="ToolsServer", **cfg.deployments.tools.to_serve_options()
+                                          ).bind(cfg.domain.model_dump(mode="json"))
+        extra["guardrails"] = serve.deployment(
+            GuardrailsServer, name="GuardrailsServer", **cfg.deployments.guardrails.to_serve_options()
+        ).bind(cfg.guardrails)
     ingress_cls = build_ingress_class()
     return serve.deployment(ingress_cls, **ingress_options(cfg)).bind(
         llm_deployments=llm_apps,
         model_cards=cards,
         app_config=cfg.model_dump(mode="json"),
+        **extra,
     )

@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError

@@ -28,11 +28,13 @@ from pipelines.errors import InvalidInput, NotFound, TandemError
 from pipelines.events import TurnAnswer, TurnRequest
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
+from serve.adapters import HandleGuardrails, HandleToolRunner
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.edge import ApiKeys, error_body, grpc_code_for, http_error, log_error
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
+from serve.metrics import ServeCounters, TurnMetrics
 from serve.model_client import ServeModelClient
-from serve.pipeline_factory import build_pipeline
+from serve.pipeline_factory import PipelineParts, build_pipeline
 from serve.telemetry import JsonlEventSink
 
 __all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS"]
@@ -98,6 +100,8 @@ class TandemIngress(OpenAiIngress):
         model_cards: dict[str, Any],
         *,
         app_config: dict[str, Any],
+        tools: DeploymentHandle | None = None,
+        guardrails: DeploymentHandle | None = None,
     ) -> None:
         super().__init__(llm_deployments=llm_deployments, model_cards=model_cards)
         # Import the request model now, not on the first request (it pulls in vLLM: seconds).
@@ -113,7 +117,14 @@ class TandemIngress(OpenAiIngress):
         self.store = make_store(cfg.store)
         self.sink = JsonlEventSink(cfg.telemetry.jsonl_dir, component="ingress")
         self.auth = ApiKeys(cfg.auth.enabled, cfg.auth.api_keys, cfg.auth.api_keys_env)
-        self.pipeline = build_pipeline(cfg.pipeline, self.models)
+        self.counters = ServeCounters()
+        self.turn_metrics = TurnMetrics()
+        parts = PipelineParts(
+            tools=HandleToolRunner(tools) if tools is not None else None,
+            guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
+            counters=self.counters,
+        )
+        self.pipeline = build_pipeline(cfg.pipeline, self.models, parts)
         self.runner = TurnRunner(
             self.pipeline, self.store, sink=self.sink,
             max_history_turns=cfg.pipeline.max_history_turns, deadline_s=cfg.pipeline.turn_deadline_s,
@@ -127,8 +138,15 @@ class TandemIngress(OpenAiIngress):
         validate_session_id(session_id)
         return parse_turn_request(body, max_text_chars=self.config.pipeline.max_text_chars)
 
-    def _events(self, session_id: str, req: TurnRequest, received_at: float) -> AsyncIterator[Any]:
-        return self.runner.run(session_id, req, trace_id=current_trace_id(), received_at=received_at)
+    async def _events(self, session_id: str, req: TurnRequest, received_at: float) -> AsyncIterator[Any]:
+        async for ev in self.runner.run(session_id, req, trace_id=current_trace_id(), received_at=received_at):
+            if ev.type == "done":
+                self.turn_metrics.record(ev)
+            yield ev
+
+    async def counters_snapshot(self) -> dict[str, dict[str, int]]:
+        """This replica's DR counters (also exported as Prometheus metrics)."""
+        return self.counters.snapshot()
 
     async def _history(self, session_id: str) -> list[Any]:
         validate_session_id(session_id)

@@ -60,11 +60,11 @@ def _shm() -> set[str]:
 
 def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: int = 4):
     """Generator used by module fixtures: yields a :class:`RunningApp`."""
-    import yaml
-
     import ray
+    import yaml
     from ray import serve
     from ray.serve.config import gRPCOptions
+
     from serve.cli import wait_ready
     from serve.config import load_serve_file
     from serve.telemetry import configure_env

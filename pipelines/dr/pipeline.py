@@ -1,0 +1,225 @@
+"""The Dynamic Response turn: pre-guard -> orchestrator -> forward contract -> guarded generator.
+
+::
+
+    ctx.history --load_facts--> SessionFacts (auth, observed ids, pending action)
+    Guardrails.pre        limits (typed errors), injection, safety / human routes, PII vault
+    Orchestrator.run      routes, bounded ReAct loop, action-card validation   -> Outcome
+    build_forward         the forward contract (emitted as "contract.forward")
+    deliver               escalate: EscalationEvent + fixed handoff text
+                          clarify:  guarded question -> ClarifyEvent + ReplyDelta
+                          action_card: ActionCardEvent (validated card only) + guarded reply
+                          answer / fallback: guarded reply (fallback: conservative wording)
+    closure               the delivered text's return contract is checked against the forward one
+    ctx.meta["dr"]        {"facts", "path", "card_id", "fallback", "escalation", "rules_version", ...}
+
+Every emitted event passes through the session vault's redaction, so PII
+never reaches the event log; every model message is redacted as well.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.errors import UpstreamError
+from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
+from pipelines.guardrails.ids import normalize_text
+from pipelines.guardrails.pii import Vault
+from pipelines.protocols import ModelClient
+from pipelines.telemetry import stage_span
+from pipelines.turn import TurnContext
+
+from .assemble import build_forward
+from .contract import build_return, check_closure
+from .fallback import Counters, fallback
+from .generator import ReleaseGate, generate_reply
+from .orchestrator import Orchestrator
+from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
+from .ports import Guardrails, LocalGuardrails, ToolRunner
+from .state import META_KEY, load_facts
+
+__all__ = ["DRSettings", "DRPipeline"]
+
+
+@dataclass(frozen=True)
+class DRSettings:
+    """Settings of the DR turn (the texts are locale data for ``en``)."""
+
+    orchestrator: OrchestratorSettings = field(default_factory=OrchestratorSettings)
+    max_reply_tokens: int = 160
+    temperature: float = 0.0
+    seed: int = 0
+    max_sentences: int = 3
+    history_turns: int = 2
+    fallback_reply: str = (
+        "I'm sorry, I can't complete that right now. I can help with your orders, returns, "
+        "exchanges and account questions."
+    )
+    handoff_message: str = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
+    clarify_choose: str = "Which order do you mean?"
+    clarify_default: str = "Could you tell me a little more about what you need?"
+
+
+class DRPipeline:
+    """The ``dr`` pipeline (see module docstring)."""
+
+    name = "dr"
+
+    def __init__(
+        self,
+        domain: Any,
+        models: ModelClient,
+        tools: ToolRunner,
+        guardrails: Guardrails | None = None,
+        *,
+        settings: DRSettings | None = None,
+        counters: Counters | None = None,
+    ) -> None:
+        self.domain = domain
+        self.models = models
+        self.tools = tools
+        self.guardrails: Guardrails = guardrails or LocalGuardrails()
+        self.settings = settings or DRSettings()
+        self.counters = counters or Counters()
+        self.orchestrator = Orchestrator(
+            domain, models, tools, counters=self.counters, settings=self.settings.orchestrator
+        )
+
+    async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
+        s = self.settings
+        facts = load_facts(ctx.history)
+        pending, facts.pending_action = facts.pending_action, None
+        ctx.meta[META_KEY] = {"facts": facts.to_meta()}
+        t0 = time.perf_counter()
+        with stage_span("pre_guard", turn_id=ctx.turn_id):
+            pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
+        ctx.rules_version = pre.rules_version
+        vault = Vault.from_entries(pre.vault)
+
+        def emit(event: str, /, **fields: Any) -> None:
+            ctx.sink.emit(event, turn_id=ctx.turn_id, **vault.redact_obj(fields))
+
+        self.counters.guard("pre", "block" if pre.blocked else "route" if pre.route else "pass")
+        for hit in pre.hits:
+            if hit.action == "block":
+                self.counters.blocked(hit.kind)
+        emit("dr.pre_guard", **pre.summary())
+        ctx.stage_ms["pre_guard"] = (time.perf_counter() - t0) * 1000
+        facts.mention(pre.text)
+        turns = ctx.history[-s.history_turns:] if s.history_turns else []
+        replies = [vault.redact(normalize_text(t.reply_text)) for t in turns]
+        inp = OrchestratorInput(
+            session_id=ctx.session_id, turn_id=ctx.turn_id, user_text=pre.text, facts=facts, vault=vault,
+            locale=ctx.request.locale, history=list(zip(pre.history[-len(turns):] if turns else [], replies, strict=True)),
+            pending=pending, confirmation=pre.confirmation, route=pre.route, route_rule=pre.route_rule,
+            blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
+        )
+        t1 = time.perf_counter()
+        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id):
+            outcome = await self.orchestrator.run(inp, emit)
+        ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
+        forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
+        emit("contract.forward", contract=forward.model_dump(mode="json"))
+        gate = ReleaseGate(self.guardrails, forward.guard_view(), self.counters, emit, fail_closed=s.fallback_reply)
+        t2 = time.perf_counter()
+        card_sent: str | None = None
+        with stage_span("generate", role="generator", turn_id=ctx.turn_id):
+            if outcome.path == "escalate":
+                reason = outcome.escalation_reason or "out_of_scope"
+                yield EscalationEvent(reason_code=reason, message=s.handoff_message)
+                gate.released.append(s.handoff_message)
+                yield ReplyDelta(text=s.handoff_message)
+            elif outcome.path == "clarify":
+                question = await self._question(gate, outcome)
+                yield ClarifyEvent(question=vault.restore(question), options=list(outcome.clarify_options))
+                yield ReplyDelta(text=vault.restore(question))
+            else:
+                if outcome.path == "action_card":
+                    card = self._validated_card(outcome, forward.action_ids())
+                    card_sent = card.card_id
+                    yield card.model_copy(update={"params": vault.resolve(card.params)})
+                async for piece in self._reply(ctx, forward, gate, vault, outcome, emit):
+                    yield piece
+        ctx.stage_ms["generate"] = (time.perf_counter() - t2) * 1000
+        self._finish(ctx, forward, gate, outcome, facts, vault, card_sent, pre.rules_version, emit)
+
+    def _validated_card(self, outcome: Outcome, selected: set[str]) -> ActionCardEvent:
+        """The one way an action card reaches the client: selected, validated, pending."""
+        if outcome.card_id is None or outcome.card_id not in selected:
+            raise AssertionError("an action card must be selected by the orchestrator and validated")
+        return ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
+                               params=dict(outcome.card_params))
+
+    async def _question(self, gate: ReleaseGate, outcome: Outcome) -> str:
+        s = self.settings
+        default = s.clarify_choose if outcome.clarify_options else s.clarify_default
+        if outcome.clarify_question:
+            verdict = await self.guardrails.post(outcome.clarify_question, gate.view)
+            if verdict.violations:
+                for v in verdict.violations:
+                    self.counters.blocked(v.kind)
+                self.counters.guard("post", "block")
+                gate.emit("dr.guard", stage="post", decision="block", source="clarify",
+                          kinds=[v.kind for v in verdict.violations], sentence=verdict.text)
+            else:
+                self.counters.guard("post", "pass")
+                gate.released.append(verdict.text)
+                return verdict.text
+        gate.released.append(default)
+        return default
+
+    async def _reply(self, ctx: TurnContext, forward: Any, gate: ReleaseGate, vault: Vault,
+                     outcome: Outcome, emit: Any) -> AsyncIterator[ReplyDelta]:
+        s = self.settings
+        first = True
+        try:
+            async for sentence in generate_reply(
+                self.models, forward, gate, vault, max_tokens=s.max_reply_tokens,
+                temperature=s.temperature, seed=s.seed, max_sentences=s.max_sentences,
+            ):
+                yield ReplyDelta(text=("" if first else " ") + vault.restore(sentence))
+                first = False
+        except (UpstreamError, TimeoutError) as exc:
+            code = getattr(exc, "code", "model_timeout")
+            fb = fallback("model_timeout" if code == "model_timeout" or isinstance(exc, TimeoutError) else "model_error",
+                          f"generator: {code}")
+            self.counters.fallback(fb)
+            emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
+            if outcome.fallback is None:
+                outcome.fallback = fb
+            if first:
+                gate.released.append(s.fallback_reply)
+                yield ReplyDelta(text=s.fallback_reply)
+                first = False
+        if first:
+            gate.released.append(s.fallback_reply)
+            yield ReplyDelta(text=s.fallback_reply)
+
+    def _finish(self, ctx: TurnContext, forward: Any, gate: ReleaseGate, outcome: Outcome, facts: Any,
+                vault: Vault, card_sent: str | None, rules_version: str, emit: Any) -> None:
+        ret = build_return(gate.text, forward, card_id=card_sent, sentences=len(gate.released))
+        trusted = {self.settings.handoff_message, self.settings.fallback_reply}
+        if gate.text not in trusted:
+            for v in check_closure(ret, forward):
+                self.counters.delivered_violation(v.kind)
+                emit("contract.closure_violation", violation=v.kind, detail=v.detail)
+        emit("contract.return", contract=ret.model_dump(mode="json"), withheld=gate.withheld)
+        facts.vault_ids = vault.ids()
+        if outcome.fallback is not None:
+            ctx.status = "fallback"
+        ctx.meta[META_KEY] = {
+            "facts": facts.to_meta(),
+            "path": outcome.path,
+            "card_id": card_sent,
+            "executed": outcome.executed.card_id if outcome.executed else None,
+            "fallback": outcome.fallback.model_dump() if outcome.fallback else None,
+            "escalation": outcome.escalation_reason,
+            "withheld": gate.withheld,
+            "steps": outcome.steps,
+            "changed_order_ids": outcome.changed_order_ids,
+            "changed_user_ids": outcome.changed_user_ids,
+            "rules_version": rules_version,
+        }

@@ -1,0 +1,182 @@
+"""The versioned guardrail rule table (``configs/guardrails.yaml``), validated strictly.
+
+Every regex is compiled at load, so a broken pattern is a :class:`ConfigError`
+at start-up (or a refused hot reload), never a failure inside a turn. The
+table holds data only: limits, injection / jailbreak rules, safety topics that
+route to a person, phrases that ask for a person, the affirmatives that
+confirm a pending action, and the post-guard's phrase lists and safe wording.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipelines.errors import ConfigError
+
+from .pii import PII_KINDS
+
+__all__ = [
+    "DEFAULT_GUARDRAILS_PATH",
+    "LimitsConfig",
+    "PatternRule",
+    "SafetyTopic",
+    "PostConfig",
+    "GuardrailConfig",
+    "load_guardrail_config",
+    "default_guardrail_config",
+]
+
+DEFAULT_GUARDRAILS_PATH = Path(__file__).resolve().parents[2] / "configs" / "guardrails.yaml"
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _compile_all(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {p!r}: {exc}") from exc
+    return patterns
+
+
+class LimitsConfig(_Config):
+    """Size and encoding limits of the user's text."""
+
+    max_chars: int = Field(4000, ge=1)
+    max_lines: int = Field(100, ge=1)
+    max_control_ratio: float = Field(0.02, ge=0.0, le=1.0)
+
+
+class PatternRule(_Config):
+    """One injection / jailbreak heuristic: a case-insensitive regex and what a hit does."""
+
+    id: str = Field(..., min_length=1)
+    kind: Literal["injection", "jailbreak"]
+    pattern: str
+    action: Literal["block", "flag"] = "block"
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        return _compile_all((v,))[0]
+
+
+class SafetyTopic(_Config):
+    """A topic a person must handle: any pattern hit routes the turn to a human."""
+
+    id: str = Field(..., min_length=1)
+    patterns: tuple[str, ...] = Field(..., min_length=1)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _compile_all(v)
+
+
+class PostConfig(_Config):
+    """The post-guard's phrase lists and the wording that replaces a withheld sentence."""
+
+    safe_sentence: str = Field(..., min_length=1)
+    fallback_reply: str = Field(..., min_length=1)
+    handoff_message: str = Field(..., min_length=1)
+    handoff_patterns: tuple[str, ...] = Field(..., min_length=1)
+    completion_patterns: tuple[str, ...] = ()
+
+    @field_validator("handoff_patterns", "completion_patterns")
+    @classmethod
+    def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _compile_all(v)
+
+
+class GuardrailConfig(_Config):
+    """The whole rule table, under one version."""
+
+    version: str = Field(..., min_length=1)
+    limits: LimitsConfig = LimitsConfig()
+    pii_kinds: tuple[str, ...] = PII_KINDS
+    injection: tuple[PatternRule, ...] = ()
+    safety: tuple[SafetyTopic, ...] = ()
+    human_request: tuple[str, ...] = ()
+    affirmatives: tuple[str, ...] = Field(..., min_length=1)
+    negatives: tuple[str, ...] = ()
+    post: PostConfig
+
+    @field_validator("pii_kinds")
+    @classmethod
+    def _kinds(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = set(v) - set(PII_KINDS)
+        if unknown:
+            raise ValueError(f"unknown PII kinds {sorted(unknown)}; known: {list(PII_KINDS)}")
+        return v
+
+    @field_validator("human_request")
+    @classmethod
+    def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _compile_all(v)
+
+    @field_validator("injection")
+    @classmethod
+    def _unique_ids(cls, v: tuple[PatternRule, ...]) -> tuple[PatternRule, ...]:
+        ids = [r.id for r in v]
+        if len(ids) != len(set(ids)):
+            raise ValueError("injection rule ids must be unique")
+        return v
+
+    @cached_property
+    def compiled(self) -> dict[str, Any]:
+        """Compiled regexes, built once per config object."""
+        flags = re.IGNORECASE | re.MULTILINE
+        return {
+            "injection": [(r, re.compile(r.pattern, flags)) for r in self.injection],
+            "safety": [(t.id, [re.compile(p, flags) for p in t.patterns]) for t in self.safety],
+            "human": [re.compile(p, flags) for p in self.human_request],
+            "handoff": [re.compile(p, flags) for p in self.post.handoff_patterns],
+            "completion": [re.compile(p, flags) for p in self.post.completion_patterns],
+        }
+
+
+def load_guardrail_config(source: str | Path | Mapping[str, Any] | GuardrailConfig | None = None) -> GuardrailConfig:
+    """Validate a path, a dict (a Serve ``user_config``) or a model; ``None`` loads the default file.
+
+    Raises :class:`ConfigError` naming the first bad field.
+    """
+    if isinstance(source, GuardrailConfig):
+        return source
+    if source is None or isinstance(source, str | Path):
+        path = Path(source) if source is not None else DEFAULT_GUARDRAILS_PATH
+        import yaml  # a declared dependency; imported here so the module stays light
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read guardrail table {path}: {exc}", details={"path": str(path)}) from exc
+    else:
+        data = dict(source)
+    if not isinstance(data, Mapping):
+        raise ConfigError("guardrail table must be a mapping", details={"path": "guardrails"})
+    try:
+        return GuardrailConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path_s = ".".join(["guardrails", *(str(p) for p in first["loc"])])
+        raise ConfigError(f"{path_s}: {first['msg']}", details={"path": path_s}) from exc
+
+
+_DEFAULT: GuardrailConfig | None = None
+
+
+def default_guardrail_config() -> GuardrailConfig:
+    """The table in ``configs/guardrails.yaml``, loaded once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_guardrail_config(None)
+    return _DEFAULT

@@ -1,0 +1,177 @@
+"""PII detection and redaction with a vault: models and logs see ``[EMAIL_1]``, tools get the value.
+
+Four kinds are detected by deterministic patterns: ``EMAIL``, ``PHONE`` (with
+separators or a leading ``+``, so 10-digit item ids are not phones), ``CARD``
+(13–19 digits passing the Luhn check) and ``ADDRESS`` (a street number, one to
+three words and a street suffix). :meth:`Vault.redact` replaces each value by
+a placeholder numbered per kind in order of first appearance (the same value
+always gets the same placeholder), so re-redacting a session's texts in order
+rebuilds the same vault on every turn without storing the values anywhere.
+:meth:`Vault.resolve` puts values back into a model-produced tool argument
+just before the tool runs; :meth:`Vault.restore` does the same for the text
+released to the user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PII_KINDS", "PLACEHOLDER_RE", "PiiMatch", "detect_pii", "Vault", "luhn_ok"]
+
+PII_KINDS: tuple[str, ...] = ("EMAIL", "CARD", "PHONE", "ADDRESS")
+PLACEHOLDER_RE = re.compile(r"\[(EMAIL|CARD|PHONE|ADDRESS)_(\d+)\]")
+
+_STREET = (
+    r"(?:street|st|avenue|ave|road|rd|lane|ln|drive|dr|boulevard|blvd|way|court|ct|place|pl"
+    r"|terrace|parkway|pkwy|highway|hwy|circle|square|sq)"
+)
+_PATTERNS: dict[str, re.Pattern[str]] = {
+    "EMAIL": re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+    "CARD": re.compile(r"(?<![\w#])(?:\d[ -]?){12,18}\d(?!\w)"),
+    "PHONE": re.compile(
+        r"(?<![\w#])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}(?!\w)"
+        r"|(?<![\w#])\+\d{1,3}[\s.-]?\d{6,12}(?!\w)"
+    ),
+    "ADDRESS": re.compile(
+        rf"\b\d{{1,6}}\s+(?:[A-Za-z0-9'.-]+\s+){{0,3}}{_STREET}\b\.?(?:\s*(?:apt|suite|unit|#)\s*[\w-]+)?",
+        re.IGNORECASE,
+    ),
+}
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn checksum of a digit string (what every payment card number passes)."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+@dataclass(frozen=True)
+class PiiMatch:
+    kind: str
+    start: int
+    end: int
+    value: str
+
+
+def detect_pii(text: str, kinds: Iterable[str] = PII_KINDS) -> list[PiiMatch]:
+    """Non-overlapping PII spans in ``text``, in order (earlier kinds in :data:`PII_KINDS` win)."""
+    found: list[PiiMatch] = []
+    taken: list[tuple[int, int]] = []
+    for kind in PII_KINDS:
+        if kind not in kinds:
+            continue
+        for m in _PATTERNS[kind].finditer(text):
+            value = m.group(0).rstrip(" .")
+            start, end = m.start(), m.start() + len(value)
+            if kind == "CARD":
+                digits = re.sub(r"\D", "", value)
+                if not 13 <= len(digits) <= 19 or not luhn_ok(digits):
+                    continue
+            if any(s < end and start < e for s, e in taken):
+                continue
+            taken.append((start, end))
+            found.append(PiiMatch(kind, start, end, value))
+    return sorted(found, key=lambda p: p.start)
+
+
+@dataclass
+class Vault:
+    """Placeholder <-> value for one session; never serialised with its values."""
+
+    kinds: tuple[str, ...] = PII_KINDS
+    _by_value: dict[tuple[str, str], str] = field(default_factory=dict)
+    _by_id: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_entries(cls, entries: dict[str, str], kinds: tuple[str, ...] = PII_KINDS) -> Vault:
+        """A vault holding ``entries`` (placeholder -> value), e.g. as a pre-guard returned them."""
+        vault = cls(kinds)
+        for pid, value in entries.items():
+            m = PLACEHOLDER_RE.fullmatch(pid)
+            if m:
+                vault._by_id[pid] = value
+                vault._by_value[(m.group(1), value)] = pid
+        return vault
+
+    def entries(self) -> dict[str, str]:
+        """Placeholder -> value (for handing the vault to the pipeline; keep it out of logs)."""
+        return dict(self._by_id)
+
+    def ids(self) -> list[str]:
+        """The placeholders issued so far, sorted."""
+        return sorted(self._by_id)
+
+    def digest(self, pid: str) -> str | None:
+        """A short hash of a placeholder's value: lets a later turn check it resolves the same."""
+        value = self._by_id.get(pid)
+        return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:12]
+
+    def _placeholder(self, kind: str, value: str) -> str:
+        key = (kind, value.strip().lower() if kind == "EMAIL" else value.strip())
+        pid = self._by_value.get(key)
+        if pid is None:
+            n = 1 + sum(1 for p in self._by_id if p.startswith(f"[{kind}_"))
+            pid = f"[{kind}_{n}]"
+            self._by_value[key] = pid
+            self._by_id[pid] = value.strip()
+        return pid
+
+    def redact(self, text: str) -> str:
+        """``text`` with every PII span replaced by its placeholder (idempotent)."""
+        if not text:
+            return text
+        out: list[str] = []
+        last = 0
+        for m in detect_pii(text, self.kinds):
+            out.append(text[last : m.start])
+            out.append(self._placeholder(m.kind, m.value))
+            last = m.end
+        out.append(text[last:])
+        return "".join(out)
+
+    def redact_obj(self, obj: Any) -> Any:
+        """A copy of a JSON-like value with every string redacted (dict keys too)."""
+        if isinstance(obj, str):
+            return self.redact(obj)
+        if isinstance(obj, dict):
+            return {self.redact(str(k)): self.redact_obj(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self.redact_obj(v) for v in obj]
+        return obj
+
+    def unresolved(self, obj: Any) -> list[str]:
+        """Placeholders inside ``obj`` that this vault cannot resolve."""
+        missing: list[str] = []
+        stack = [obj]
+        while stack:
+            cur = stack.pop()
+            if isinstance(cur, str):
+                missing += [m.group(0) for m in PLACEHOLDER_RE.finditer(cur) if m.group(0) not in self._by_id]
+            elif isinstance(cur, dict):
+                stack.extend(cur.values())
+            elif isinstance(cur, list | tuple):
+                stack.extend(cur)
+        return sorted(set(missing))
+
+    def restore(self, text: str) -> str:
+        """``text`` with every known placeholder replaced by its value (unknown ones stay)."""
+        return PLACEHOLDER_RE.sub(lambda m: self._by_id.get(m.group(0), m.group(0)), text)
+
+    def resolve(self, obj: Any) -> Any:
+        """A copy of a JSON-like value with known placeholders replaced by their values."""
+        if isinstance(obj, str):
+            return self.restore(obj)
+        if isinstance(obj, dict):
+            return {k: self.resolve(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [self.resolve(v) for v in obj]
+        return obj

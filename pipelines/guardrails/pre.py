@@ -1,0 +1,195 @@
+"""The pre-guard: limits, encoding, injection / jailbreak, safety routes and PII, before any model.
+
+Order of checks (each one deterministic)::
+
+    size / lines / control characters   -> raise PayloadTooLarge / InvalidInput (typed, no model call)
+    normalise (NFKC, zero-width chars)  -> the text every later check and model sees
+    classifiers (rule table, + models)  -> hits: block (fallback) or flag (logged only)
+    safety topics                       -> route "safety_sensitive" (a person handles it)
+    explicit request for a person       -> route "user_requested_human"
+    PII redaction with the session vault -> redacted text and history, vault entries
+
+A :class:`Classifier` is the plug-in point for a small model classifier
+later; :class:`RuleClassifier` is the rule-table one and always runs.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.errors import InvalidInput, PayloadTooLarge
+
+from .config import GuardrailConfig
+from .ids import normalize_text
+from .pii import Vault
+
+__all__ = [
+    "ClassifierHit",
+    "Classifier",
+    "RuleClassifier",
+    "PreGuardResult",
+    "PreGuard",
+    "Route",
+    "Confirmation",
+    "normalize_reply",
+    "confirmation_of",
+]
+
+Route = Literal["user_requested_human", "safety_sensitive"]
+Confirmation = Literal["affirmative", "negative"]
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def normalize_reply(text: str) -> str:
+    """Lower-case, apostrophes and punctuation removed, whitespace collapsed."""
+    text = text.replace("'", "").replace("\u2019", "")
+    return " ".join(_PUNCT.sub(" ", text.lower()).split())
+
+
+def confirmation_of(text: str, config: GuardrailConfig) -> Confirmation | None:
+    """``affirmative`` only when the whole message is in the table (likewise ``negative``)."""
+    norm = normalize_reply(text)
+    if norm in {normalize_reply(a) for a in config.affirmatives}:
+        return "affirmative"
+    if norm in {normalize_reply(a) for a in config.negatives}:
+        return "negative"
+    return None
+
+
+class ClassifierHit(BaseModel):
+    """One rule (or model label) that fired on the text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule_id: str
+    kind: Literal["injection", "jailbreak"]
+    action: Literal["block", "flag"]
+    score: float = Field(1.0, ge=0.0, le=1.0)
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Labels a (normalised) user text; a small model classifier can implement this later."""
+
+    name: str
+
+    async def classify(self, text: str) -> list[ClassifierHit]:
+        """The hits for ``text`` (empty when nothing fired). Must not see un-normalised text."""
+        ...
+
+
+class RuleClassifier:
+    """The regex heuristics of the rule table's ``injection`` section."""
+
+    name = "rules"
+
+    def __init__(self, config: GuardrailConfig) -> None:
+        self.config = config
+
+    async def classify(self, text: str) -> list[ClassifierHit]:
+        """Every injection / jailbreak rule whose pattern matches ``text``."""
+        return [
+            ClassifierHit(rule_id=rule.id, kind=rule.kind, action=rule.action)
+            for rule, rx in self.config.compiled["injection"]
+            if rx.search(text)
+        ]
+
+
+class PreGuardResult(BaseModel):
+    """What the pipeline needs from the pre-guard. ``vault`` holds PII: never log it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(..., description="The normalised, redacted user text (what models see).")
+    history: list[str] = Field(default_factory=list, description="Prior user texts, redacted.")
+    vault: dict[str, str] = Field(default_factory=dict, description="Placeholder -> value.")
+    confirmation: Confirmation | None = Field(None, description="The whole text is an explicit yes / no.")
+    route: Route | None = None
+    route_rule: str | None = None
+    blocked: bool = False
+    hits: list[ClassifierHit] = Field(default_factory=list)
+    pii_found: list[str] = Field(default_factory=list, description="Placeholders found in this turn's text.")
+    rules_version: str = ""
+
+    def summary(self) -> dict[str, object]:
+        """A loggable view (no vault values)."""
+        return {
+            "confirmation": self.confirmation,
+            "route": self.route,
+            "route_rule": self.route_rule,
+            "blocked": self.blocked,
+            "hits": [h.model_dump() for h in self.hits],
+            "pii_found": self.pii_found,
+            "rules_version": self.rules_version,
+        }
+
+
+def _check_limits(text: str, config: GuardrailConfig) -> None:
+    lim = config.limits
+    if len(text) > lim.max_chars:
+        raise PayloadTooLarge(
+            f"text is {len(text)} characters; the limit is {lim.max_chars}",
+            details={"limit": lim.max_chars, "length": len(text)},
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput("text is not valid Unicode (lone surrogate)", details={"position": exc.start}) from exc
+    if text.count("\n") + 1 > lim.max_lines:
+        raise InvalidInput(f"text has more than {lim.max_lines} lines", details={"limit": lim.max_lines})
+    controls = sum(1 for c in text if c not in "\n\t\r" and unicodedata.category(c) == "Cc")
+    if text and controls / len(text) > lim.max_control_ratio:
+        raise InvalidInput("text holds too many control characters", details={"count": controls})
+
+
+class PreGuard:
+    """Runs the pre-guard for one turn; pure apart from the awaited classifiers."""
+
+    def __init__(self, config: GuardrailConfig, classifiers: Sequence[Classifier] = ()) -> None:
+        self.config = config
+        self.classifiers: list[Classifier] = [RuleClassifier(config), *classifiers]
+
+    def route_for(self, text: str) -> tuple[Route | None, str | None]:
+        """The deterministic route for a normalised text: safety first, then a request for a person."""
+        for topic_id, patterns in self.config.compiled["safety"]:
+            if any(rx.search(text) for rx in patterns):
+                return "safety_sensitive", topic_id
+        for i, rx in enumerate(self.config.compiled["human"]):
+            if rx.search(text):
+                return "user_requested_human", f"human_request.{i}"
+        return None, None
+
+    async def check(self, text: str, history: Sequence[str] = ()) -> PreGuardResult:
+        """Check one user text (raises typed errors for limit and encoding violations).
+
+        ``history`` is the session's earlier user texts, oldest first: they are
+        redacted first, so the placeholders of this turn match earlier turns'.
+        """
+        _check_limits(text, self.config)
+        clean = normalize_text(text).strip()
+        hits: list[ClassifierHit] = []
+        for clf in self.classifiers:
+            hits.extend(await clf.classify(clean))
+        route, rule = self.route_for(clean)
+        vault = Vault(self.config.pii_kinds)
+        red_history = [vault.redact(normalize_text(h)) for h in history]
+        before = set(vault.ids())
+        red_text = vault.redact(clean)
+        found = sorted({p for p in vault.ids() if p in red_text} | (set(vault.ids()) - before))
+        return PreGuardResult(
+            text=red_text,
+            history=red_history,
+            vault=vault.entries(),
+            confirmation=confirmation_of(clean, self.config),
+            route=route,
+            route_rule=rule,
+            blocked=any(h.action == "block" for h in hits),
+            hits=hits,
+            pii_found=found,
+            rules_version=self.config.version,
+        )

@@ -1,0 +1,74 @@
+"""Ray handles wrapped in the Protocols the pipelines expect (``pipelines.dr.ports``).
+
+Foreign errors (back-pressure, dead replicas) become :mod:`pipelines.errors`
+here, so a pipeline never sees a Ray exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ray.serve.handle import DeploymentHandle
+
+from pipelines.dr.ports import ToolCallResult, ToolSession
+from pipelines.errors import TandemError, ToolError
+from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
+
+__all__ = ["HandleToolRunner", "HandleGuardrails", "unwrap"]
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The :class:`TandemError` a remote replica raised, if that is what Ray wrapped."""
+    cause = getattr(exc, "cause", None)
+    while cause is not None and not isinstance(exc, TandemError):
+        exc, cause = cause, getattr(cause, "cause", None)
+    return exc
+
+
+class HandleToolRunner:
+    """:class:`pipelines.dr.ports.ToolRunner` over a ``ToolsServer`` handle."""
+
+    def __init__(self, handle: DeploymentHandle) -> None:
+        self.handle = handle
+
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        try:
+            return await self.handle.call.remote(name, args, session)
+        except Exception as exc:
+            inner = unwrap(exc)
+            if isinstance(inner, TandemError):
+                raise inner from exc
+            raise ToolError(f"tool {name!r} failed in the tools deployment: {type(exc).__name__}") from exc
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        try:
+            return await self.handle.precheck.remote(name, args, session)
+        except Exception as exc:
+            raise ToolError(f"precheck of {name!r} failed: {type(exc).__name__}") from exc
+
+
+class HandleGuardrails:
+    """:class:`pipelines.dr.ports.Guardrails` over a ``GuardrailsServer`` handle."""
+
+    def __init__(self, handle: DeploymentHandle) -> None:
+        self.handle = handle
+        self._version = ""
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    async def pre(self, text: str, history: Sequence[str] = ()) -> PreGuardResult:
+        try:
+            res: PreGuardResult = await self.handle.pre.remote(text, list(history))
+        except Exception as exc:
+            inner = unwrap(exc)
+            if isinstance(inner, TandemError):
+                raise inner from exc
+            raise
+        self._version = res.rules_version
+        return res
+
+    async def post(self, sentence: str, view: PostGuardView, context: str = "") -> SentenceVerdict:
+        return await self.handle.post.remote(sentence, view, context)

@@ -1,0 +1,63 @@
+"""Our counters as Ray Serve metrics (Prometheus, through Ray's metrics export port).
+
+``ServeCounters`` is the pipelines' :class:`pipelines.dr.fallback.Counters` with
+every increment mirrored to a ``ray.serve.metrics.Counter``:
+
+    tandem_fallbacks_total{key=<trigger>}        tandem_fallback_classes_total{key=infra|policy}
+    tandem_escalations_total{key=<reason_code>}  tandem_blocked_total{key=<kind>}
+    tandem_guard_total{key=<stage>.<decision>}   tandem_paths_total{key=<path>}
+    tandem_delivered_violations_total{key=<kind>}  (must stay 0)
+    tandem_turns_total{pipeline, status}          tandem_first_token_ms (histogram, by pipeline)
+
+Ray prefixes nothing: the names above are what Prometheus scrapes (``ray_`` is
+added by Ray's exporter on some versions; the dashboard JSON matches both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.dr.fallback import Counters
+
+__all__ = ["ServeCounters", "TurnMetrics", "METRIC_NAMES"]
+
+METRIC_NAMES = tuple(f"tandem_{f}_total" for f in Counters.FAMILIES) + (
+    "tandem_turns_total",
+    "tandem_first_token_ms",
+)
+
+
+class ServeCounters(Counters):
+    """Counters that also export to Prometheus from inside a Serve replica."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from ray.serve.metrics import Counter
+
+        self._metrics: dict[str, Any] = {
+            f: Counter(f"tandem_{f}_total", description=f"Tandem {f.replace('_', ' ')}", tag_keys=("key",))
+            for f in self.FAMILIES
+        }
+
+    def _inc(self, family: str, key: str, n: int = 1) -> None:
+        super()._inc(family, key, n)
+        self._metrics[family].inc(n, tags={"key": key})
+
+
+class TurnMetrics:
+    """Per-turn metrics recorded by the ingress from each ``done`` event."""
+
+    def __init__(self) -> None:
+        from ray.serve.metrics import Counter, Histogram
+
+        self.turns = Counter("tandem_turns_total", description="Turns by pipeline and status",
+                             tag_keys=("pipeline", "status"))
+        self.first_token = Histogram(
+            "tandem_first_token_ms", description="Time to the first narration or reply token (ms)",
+            boundaries=[25, 50, 100, 200, 400, 800, 1600, 3200, 6400, 12800], tag_keys=("pipeline",),
+        )
+
+    def record(self, done: Any) -> None:
+        self.turns.inc(tags={"pipeline": done.pipeline, "status": done.status})
+        if done.timings.first_token_ms is not None:
+            self.first_token.observe(done.timings.first_token_ms, tags={"pipeline": done.pipeline})

@@ -1,0 +1,87 @@
+"""PII detection, redaction and the placeholder vault."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.guardrails.pii import Vault, detect_pii, luhn_ok
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("write to Alex.Rivera@example.com today", "EMAIL", "Alex.Rivera@example.com"),
+        ("call +1 415-555-0134 please", "PHONE", "+1 415-555-0134"),
+        ("call (415) 555-0199", "PHONE", "(415) 555-0199"),
+        ("my number is 415.555.0100", "PHONE", "415.555.0100"),
+        ("card 4111 1111 1111 1111 expires", "CARD", "4111 1111 1111 1111"),
+        ("card 4111-1111-1111-1111", "CARD", "4111-1111-1111-1111"),
+        ("I live at 12 Ocean Drive, Reno", "ADDRESS", "12 Ocean Drive"),
+        ("ship to 1 Market Street Apt 5.", "ADDRESS", "1 Market Street Apt 5"),
+    ],
+)
+def test_detects_each_kind(text: str, kind: str, value: str) -> None:
+    found = detect_pii(text)
+    assert [(m.kind, m.value) for m in found] == [(kind, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "order #W1000001 please",
+        "item 1234567890 in size M",
+        "my zip is 94107",
+        "it cost 15.00 dollars",
+        "card 4111 1111 1111 1112 (fails Luhn)",
+        "product 8310926033 and 2025-01-31",
+        "gift_card_1000002 and credit_card_1000001",
+    ],
+)
+def test_ignores_ids_prices_and_non_luhn_numbers(text: str) -> None:
+    assert detect_pii(text) == []
+
+
+def test_luhn() -> None:
+    assert luhn_ok("4111111111111111")
+    assert not luhn_ok("4111111111111112")
+
+
+def test_vault_numbers_per_kind_and_reuses_placeholders() -> None:
+    v = Vault()
+    a = v.redact("mail a@x.com or b@y.org, phone +1 415-555-0134")
+    b = v.redact("again A@X.com")
+    assert a == "mail [EMAIL_1] or [EMAIL_2], phone [PHONE_1]"
+    assert b == "again [EMAIL_1]"
+    assert v.ids() == ["[EMAIL_1]", "[EMAIL_2]", "[PHONE_1]"]
+
+
+def test_redact_is_idempotent_and_restore_round_trips() -> None:
+    v = Vault()
+    text = "I'm at 12 Ocean Drive, mail a@x.com, card 4111 1111 1111 1111"
+    red = v.redact(text)
+    assert v.redact(red) == red
+    assert v.restore(red) == text
+
+
+def test_resolve_arguments_and_unresolved() -> None:
+    v = Vault()
+    v.redact("email alex.rivera@example.com")
+    args = {"email": "[EMAIL_1]", "list": ["[EMAIL_1]", "x"], "n": 3}
+    assert v.resolve(args) == {"email": "alex.rivera@example.com", "list": ["alex.rivera@example.com", "x"], "n": 3}
+    assert v.unresolved({"email": "[EMAIL_2]", "x": ["[PHONE_1]"]}) == ["[EMAIL_2]", "[PHONE_1]"]
+    assert v.unresolved(args) == []
+
+
+def test_from_entries_and_digest_are_stable() -> None:
+    v = Vault()
+    v.redact("a@x.com")
+    w = Vault.from_entries(v.entries())
+    assert w.resolve("[EMAIL_1]") == "a@x.com"
+    assert w.digest("[EMAIL_1]") == v.digest("[EMAIL_1]") and v.digest("[EMAIL_9]") is None
+    assert w.redact("a@x.com and c@z.io") == "[EMAIL_1] and [EMAIL_2]"
+
+
+def test_redact_obj_covers_nested_values_and_keys() -> None:
+    v = Vault()
+    out = v.redact_obj({"user": {"email": "a@x.com", "address": ["1 Market Street"]}, "a@x.com": 1})
+    assert out == {"user": {"email": "[EMAIL_1]", "address": ["[ADDRESS_1]"]}, "[EMAIL_1]": 1}
