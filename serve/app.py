@@ -53,9 +53,11 @@ def build_app(args: dict[str, Any] | AppConfig) -> Application:
 
         extra["tools"] = serve.deployment(ToolsServer, name="ToolsServer", **cfg.deployments.tools.to_serve_options()
                                           ).bind(cfg.domain.model_dump(mode="json"))
+        # The rule table starts as the bundled one; a Serve file's `deployments: [{name:
+        # GuardrailsServer, user_config: {table: ...}}]` replaces it live (see serve/deploy.py).
         extra["guardrails"] = serve.deployment(
-            GuardrailsServer, name="GuardrailsServer", **cfg.deployments.guardrails.to_serve_options()
-        ).bind(cfg.guardrails)
+            GuardrailsServer, name="GuardrailsServer", **cfg.deployments.guardrails.to_serve_options(),
+        ).bind()
     ingress_cls = build_ingress_class()
     return serve.deployment(ingress_cls, **ingress_options(cfg)).bind(
         llm_deployments=llm_apps,

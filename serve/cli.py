@@ -50,7 +50,7 @@ def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: 
     from ray import serve
     from ray.serve.config import gRPCOptions
 
-    from serve.app import build_app
+    from serve.deploy import deploy_serve_file
 
     http = sf.http_options.model_copy(update={"port": http_port} if http_port else {})
     grpc_port = grpc_port or sf.grpc_options.port
@@ -63,7 +63,9 @@ def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: 
         http_options={"host": http.host, "port": http.port},
         grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=sf.grpc_options.grpc_servicer_functions),
     )
-    serve.run(build_app(entry.args), name=entry.name, route_prefix=entry.route_prefix, blocking=False)
+    # Declarative deploy (as `serve deploy` and KubeRay do): a later redeploy of the same file
+    # with changed rule tables reconfigures live replicas instead of restarting them.
+    deploy_serve_file(sf, http_host=http.host, http_port=http.port, grpc_port=grpc_port)
     host = "127.0.0.1" if http.host in ("0.0.0.0", "::") else http.host
     return {
         "http": f"http://{host}:{http.port}",

@@ -210,9 +210,6 @@ class AppConfig(Strict):
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     domain: DomainConfig = Field(default_factory=DomainConfig)
     deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
-    guardrails: dict[str, Any] | None = Field(
-        None, description="Guardrail rule table (configs/guardrails.yaml's shape); default: the bundled table."
-    )
 
     @model_validator(mode="after")
     def _tools_single_replica(self) -> AppConfig:
@@ -251,12 +248,47 @@ class GrpcOptions(Strict):
     grpc_servicer_functions: list[str] = Field(default_factory=list)
 
 
+def _validate_guardrail_table(user_config: dict[str, Any]) -> None:
+    from pipelines.guardrails.config import load_guardrail_config
+
+    if set(user_config) - {"table"}:
+        raise ValueError(f"unknown keys {sorted(set(user_config) - {'table'})} (expected 'table')")
+    load_guardrail_config(user_config["table"])
+
+
+# Deployments whose rule tables arrive as Ray Serve user_config, and each table's validator.
+USER_CONFIG_VALIDATORS: dict[str, Any] = {"GuardrailsServer": _validate_guardrail_table}
+
+
+class DeploymentUserConfig(Strict):
+    """A ``deployments:`` entry of the Serve file: live rule tables only (Ray drops unknown keys; we refuse)."""
+
+    name: str
+    user_config: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _table_is_valid(self) -> DeploymentUserConfig:
+        check = USER_CONFIG_VALIDATORS.get(self.name)
+        if check is None:
+            raise ValueError(f"no live table for deployment {self.name!r}; known: {sorted(USER_CONFIG_VALIDATORS)}")
+        try:
+            check(self.user_config)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from exc
+        return self
+
+
 class ApplicationEntry(Strict):
     name: str
     route_prefix: str = "/"
     import_path: str
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     args: AppConfig
+    deployments: list[DeploymentUserConfig] = Field(
+        default_factory=list,
+        description="user_config per deployment (rule tables): a redeploy that changes only these "
+        "reconfigures live replicas without restarting them.",
+    )
 
 
 class ServeFile(Strict):

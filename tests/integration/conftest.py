@@ -48,7 +48,34 @@ class RunningApp:
     telemetry: Path
     store_path: Path
     args: dict[str, Any]
+    serve_file: Any = None
+    http_port: int = 0
+    grpc_port: int = 0
     app_name: str = "tandem"
+
+    def redeploy(self, deployments: list[dict[str, Any]], *, validate: bool = True) -> None:
+        """Send the same Serve file with new ``deployments`` user_configs (a declarative update).
+
+        ``validate=False`` bypasses our strict loader, as a hand-edited KubeRay
+        serveConfigV2 would, to show what the replica itself does with a bad table.
+        """
+        from ray.serve.context import _get_global_client
+
+        from serve.config import ServeFile
+        from serve.deploy import deploy_schema
+
+        raw = self.serve_file.model_dump(mode="json")
+        if validate:
+            raw["applications"][0]["deployments"] = deployments
+            sf = ServeFile.model_validate(raw)
+            schema = deploy_schema(sf, http_host="127.0.0.1", http_port=self.http_port, grpc_port=self.grpc_port)
+        else:
+            schema = deploy_schema(self.serve_file, http_host="127.0.0.1", http_port=self.http_port,
+                                   grpc_port=self.grpc_port)
+            data = schema.model_dump(mode="json", exclude_unset=True)
+            data["applications"][0]["deployments"] = deployments
+            schema = type(schema).model_validate(data)
+        _get_global_client().deploy_apps(schema)
 
 
 def _shm() -> set[str]:
@@ -92,12 +119,13 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
             http_options={"host": "127.0.0.1", "port": http_port},
             grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=sf.grpc_options.grpc_servicer_functions),
         )
-        from serve.app import build_app
+        from serve.deploy import deploy_serve_file
 
-        serve.run(build_app(sf.applications[0].args), name="tandem", route_prefix="/", blocking=False)
+        deploy_serve_file(sf, http_host="127.0.0.1", http_port=http_port, grpc_port=grpc_port)
         base = f"http://127.0.0.1:{http_port}"
         wait_ready(base, timeout_s=600)
-        yield RunningApp(base, f"127.0.0.1:{grpc_port}", tele_dir, store_path, entry["args"])
+        yield RunningApp(base, f"127.0.0.1:{grpc_port}", tele_dir, store_path, entry["args"],
+                         serve_file=sf, http_port=http_port, grpc_port=grpc_port)
     finally:
         try:
             serve.shutdown()

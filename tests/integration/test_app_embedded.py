@@ -21,7 +21,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory):
-    yield from start_app(tmp_path_factory.mktemp("embedded"))
+    # The prompting baseline: one generator call, no tools (the other pipelines have their own modules).
+    yield from start_app(tmp_path_factory.mktemp("embedded"), {"pipeline": {"kind": "prompting", "max_reply_tokens": 128}})
 
 
 @pytest.fixture(scope="module")

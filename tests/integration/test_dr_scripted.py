@@ -152,3 +152,49 @@ def test_counters_are_exported(app):
     assert snap["escalations"].get("user_requested_human", 0) >= 1
     assert snap["fallbacks"].get("step_cap", 0) >= 1
     assert snap["delivered_violations"] == {}
+
+
+def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
+    """Rule tables travel as Ray Serve user_config: a new version applies without restarting
+    the replica; a malformed one is refused by the replica and the active table stays."""
+    import time
+
+    import yaml
+    from ray import serve
+
+    from pipelines.errors import ConfigError
+    from serve.config import ServeFile
+    from tests.integration.conftest import REPO
+
+    h = serve.get_deployment_handle("GuardrailsServer", app_name=app.app_name)
+    before = h.info.remote().result()
+    table = yaml.safe_load((REPO / "configs" / "guardrails.yaml").read_text())
+
+    def wait_for(pred, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = h.info.remote().result()
+            if pred(info):
+                return info
+            time.sleep(0.5)
+        raise AssertionError(f"condition never held; last {info}")
+
+    app.redeploy([{"name": "GuardrailsServer", "user_config": {"table": {**table, "version": "guardrails-test-2"}}}])
+    after = wait_for(lambda i: i["version"] == "guardrails-test-2")
+    assert after["pid"] == before["pid"]  # reconfigured in place, not restarted
+    e = turn(app, "dr-reload", "I want to talk to a human agent please.")
+    assert e[-1]["rules_version"] == "guardrails-test-2"
+
+    bad = {**table, "version": "guardrails-test-bad", "injection": [{"id": "x", "kind": "injection", "pattern": "("}]}
+    # our loader refuses it before it reaches Ray ...
+    raw = app.serve_file.model_dump(mode="json")
+    raw["applications"][0]["deployments"] = [{"name": "GuardrailsServer", "user_config": {"table": bad}}]
+    with pytest.raises(Exception) as info:
+        ServeFile.model_validate(raw)
+    assert "deployments" in str(info.value)
+    assert not isinstance(info.value, ConfigError) or info.value.message
+    # ... and a replica that receives it anyway keeps the active table and says why
+    app.redeploy([{"name": "GuardrailsServer", "user_config": {"table": bad}}], validate=False)
+    refused = wait_for(lambda i: i["last_error"] is not None)
+    assert refused["version"] == "guardrails-test-2" and refused["pid"] == before["pid"]
+    assert turn(app, "dr-after-bad", "I want to talk to a human agent please.")[-1]["rules_version"] == "guardrails-test-2"
