@@ -15,7 +15,7 @@ from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.errors import TandemError, ToolError
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
 
-__all__ = ["HandleToolRunner", "HandleGuardrails", "unwrap"]
+__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap"]
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -72,3 +72,49 @@ class HandleGuardrails:
 
     async def post(self, sentence: str, view: PostGuardView, context: str = "") -> SentenceVerdict:
         return await self.handle.post.remote(sentence, view, context)
+
+
+class _Remote:
+    """Forward awaited method calls to a handle, translating remote TandemErrors."""
+
+    def __init__(self, handle: DeploymentHandle) -> None:
+        self.handle = handle
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self.handle, method).remote(*args, **kwargs)
+        except Exception as exc:
+            inner = unwrap(exc)
+            if isinstance(inner, TandemError):
+                raise inner from exc
+            raise ToolError(f"{method} failed in a CPU deployment: {type(exc).__name__}") from exc
+
+
+class HandleCoachTools(_Remote):
+    """:class:`pipelines.sgc_turn.ports.CoachTools` over a ``CoachToolsServer`` handle."""
+
+    async def call(self, name: str, args: dict[str, Any], session_id: str) -> Any:
+        return await self._call("call", name, args, session_id)
+
+    async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
+        return await self._call("load_state", session_id, list(keys))
+
+    async def live_facts(self, session_id: str) -> Any:
+        return await self._call("live_facts", session_id)
+
+
+class HandleRuleKernels(_Remote):
+    """:class:`pipelines.sgc_turn.ports.RuleKernels` over a ``RuleKernels`` handle."""
+
+    async def tables_version(self) -> str:
+        return await self._call("tables_version")
+
+    async def w1_tables(self) -> Any:
+        return await self._call("w1_tables")
+
+    async def ground(self, slots: dict[str, Any], facts: dict[str, Any], intent: str) -> dict[str, Any]:
+        return await self._call("ground", slots, facts, intent)
+
+    async def schedule(self, session_id: str, prior_metas: list[dict[str, Any]], intent_ctx: dict[str, Any],
+                       candidates: list[dict[str, Any]], turn_index: int, *, seed: int | None = None) -> Any:
+        return await self._call("schedule", session_id, prior_metas, intent_ctx, candidates, turn_index, seed=seed)

@@ -23,7 +23,7 @@ from ray.serve.deployment import Application
 from models.llm import build_model_deployment, model_card
 from serve.config import AppConfig, parse_app_config
 from serve.ingress import build_ingress_class
-from serve.pipeline_factory import NEEDS_TOOLS
+from serve.pipeline_factory import NEEDS_COACH, NEEDS_TOOLS
 
 __all__ = ["build_app", "ingress_options"]
 
@@ -57,6 +57,17 @@ def build_app(args: dict[str, Any] | AppConfig) -> Application:
         # GuardrailsServer, user_config: {table: ...}}]` replaces it live (see serve/deploy.py).
         extra["guardrails"] = serve.deployment(
             GuardrailsServer, name="GuardrailsServer", **cfg.deployments.guardrails.to_serve_options(),
+        ).bind()
+    if cfg.pipeline.kind in NEEDS_COACH:
+        from serve.deployments.coach import CoachToolsServer, RuleKernelsServer
+
+        extra["coach_tools"] = serve.deployment(
+            CoachToolsServer, name="CoachToolsServer", **cfg.deployments.tools.to_serve_options()
+        ).bind(cfg.domain.model_dump(mode="json"))
+        # Tables start as the coach pack's; `deployments: [{name: RuleKernels, user_config: {rules: ...}}]`
+        # in the Serve file replaces them live.
+        extra["rule_kernels"] = serve.deployment(
+            RuleKernelsServer, name="RuleKernels", **cfg.deployments.rule_kernels.to_serve_options()
         ).bind()
     ingress_cls = build_ingress_class()
     return serve.deployment(ingress_cls, **ingress_options(cfg)).bind(

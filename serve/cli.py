@@ -4,6 +4,9 @@
     tandem prepare-model           convert the embedded model once (idempotent)
     tandem check-config CONFIG     validate a Serve config file strictly
     tandem k8s render CONFIG       render the KubeRay RayService (+ Redis, secrets) from a profile
+    tandem load ARGS...            bounded load test over HTTP/SSE and gRPC (goodput at SLOs, plots)
+    tandem sweep CONFIG --set KEY=V1,V2 ...   one load test per serving-config grid point
+    tandem replay SESSION          re-run a session's logged decisions and check they are identical
 """
 
 from __future__ import annotations
@@ -126,6 +129,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     ep = start_app(ns.config, num_cpus=ns.num_cpus, metrics_port=ns.metrics_port,
                    http_port=ns.http_port, grpc_port=ns.grpc_port)
     try:
+        from serve.deploy import wait_app_running
+
+        wait_app_running(ep["app"], timeout_s=ns.ready_timeout)
         wait_ready(ep["http"], timeout_s=ns.ready_timeout)
         _print(f"ready in {time.monotonic() - t0:.1f} s\n")
         _print(f"HTTP       {ep['http']}/v1/sessions/<session_id>/turns   (SSE with Accept: text/event-stream)")
@@ -193,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ready-timeout", type=float, default=600.0)
     r.add_argument("--no-example", action="store_true")
     r.set_defaults(func=cmd_run)
+    sub.add_parser("load", help="bounded load test of the turn API over HTTP/SSE and gRPC (tandem load --help)")
+    sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
     k = sub.add_parser("k8s", help="render KubeRay manifests from a profile (tandem k8s render configs/h100.yaml)")
@@ -206,6 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # load / sweep own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    if argv and argv[0] == "load":
+        from serve.loadtest import main as load_main
+
+        return int(load_main(argv[1:]) or 0)
+    if argv and argv[0] == "sweep":
+        from serve.sweep import main as sweep_main
+
+        return int(sweep_main(argv[1:]) or 0)
     ns = build_parser().parse_args(argv)
     try:
         return int(ns.func(ns) or 0)

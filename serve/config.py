@@ -158,13 +158,15 @@ class TelemetryConfig(Strict):
     sampling_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
-PipelineKind = Literal["prompting", "monolithic", "dr"]
+PipelineKind = Literal["prompting", "monolithic", "dr", "pe_agent", "sgc_w1", "sgc_w1w2", "sgc_full"]
+SUPPORT_KINDS = ("monolithic", "dr")
+COACH_KINDS = ("pe_agent", "sgc_w1", "sgc_w1w2", "sgc_full")
 
 
 class DomainConfig(Strict):
     """The domain pack and its world (the store the tools read and write)."""
 
-    name: Literal["support"] = "support"
+    name: Literal["support", "coach"] = "support"
     seed: int = Field(7, description="Seed of the synthetic world written on first start.")
     world_path: str | None = Field(None, description="SQLite world file; default <cache>/world-<name>-<seed>.db")
     tau2_db: str | None = Field(None, description="Import this tau2 db.json into an empty store instead.")
@@ -175,6 +177,7 @@ class DeploymentsConfig(Strict):
 
     tools: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0.1, num_replicas=1))
     guardrails: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0.1))
+    rule_kernels: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0.1))
 
 
 class PipelineConfig(Strict):
@@ -210,6 +213,15 @@ class AppConfig(Strict):
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     domain: DomainConfig = Field(default_factory=DomainConfig)
     deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
+
+    @model_validator(mode="after")
+    def _domain_fits_pipeline(self) -> AppConfig:
+        kind, dom = self.pipeline.kind, self.domain.name
+        if kind in SUPPORT_KINDS and dom != "support":
+            raise ValueError(f"pipeline.kind {kind!r} runs on the support domain, not {dom!r}")
+        if kind in COACH_KINDS and dom != "coach":
+            raise ValueError(f"pipeline.kind {kind!r} runs on the coach domain (domain.name: coach), not {dom!r}")
+        return self
 
     @model_validator(mode="after")
     def _tools_single_replica(self) -> AppConfig:
@@ -256,8 +268,19 @@ def _validate_guardrail_table(user_config: dict[str, Any]) -> None:
     load_guardrail_config(user_config["table"])
 
 
+def _validate_rule_bundle(user_config: dict[str, Any]) -> None:
+    from pipelines.domains.coach import load_coach_rule_tables
+
+    if set(user_config) - {"rules"}:
+        raise ValueError(f"unknown keys {sorted(set(user_config) - {'rules'})} (expected 'rules')")
+    load_coach_rule_tables(user_config["rules"])
+
+
 # Deployments whose rule tables arrive as Ray Serve user_config, and each table's validator.
-USER_CONFIG_VALIDATORS: dict[str, Any] = {"GuardrailsServer": _validate_guardrail_table}
+USER_CONFIG_VALIDATORS: dict[str, Any] = {
+    "GuardrailsServer": _validate_guardrail_table,
+    "RuleKernels": _validate_rule_bundle,
+}
 
 
 class DeploymentUserConfig(Strict):

@@ -28,13 +28,13 @@ from pipelines.errors import InvalidInput, NotFound, TandemError
 from pipelines.events import TurnAnswer, TurnRequest
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
-from serve.adapters import HandleGuardrails, HandleToolRunner
+from serve.adapters import HandleCoachTools, HandleGuardrails, HandleRuleKernels, HandleToolRunner
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.edge import ApiKeys, error_body, grpc_code_for, http_error, log_error
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
-from serve.metrics import ServeCounters, TurnMetrics
+from serve.metrics import ServeCounters, TurnMetrics, exported_counters
 from serve.model_client import ServeModelClient
-from serve.pipeline_factory import PipelineParts, build_pipeline
+from serve.pipeline_factory import NEEDS_COACH, PipelineParts, build_pipeline
 from serve.telemetry import JsonlEventSink
 
 __all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS"]
@@ -102,6 +102,8 @@ class TandemIngress(OpenAiIngress):
         app_config: dict[str, Any],
         tools: DeploymentHandle | None = None,
         guardrails: DeploymentHandle | None = None,
+        coach_tools: DeploymentHandle | None = None,
+        rule_kernels: DeploymentHandle | None = None,
     ) -> None:
         super().__init__(llm_deployments=llm_deployments, model_cards=model_cards)
         # Import the request model now, not on the first request (it pulls in vLLM: seconds).
@@ -117,17 +119,26 @@ class TandemIngress(OpenAiIngress):
         self.store = make_store(cfg.store)
         self.sink = JsonlEventSink(cfg.telemetry.jsonl_dir, component="ingress")
         self.auth = ApiKeys(cfg.auth.enabled, cfg.auth.api_keys, cfg.auth.api_keys_env)
-        self.counters = ServeCounters()
         self.turn_metrics = TurnMetrics()
-        parts = PipelineParts(
-            tools=HandleToolRunner(tools) if tools is not None else None,
-            guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
-            counters=self.counters,
-        )
+        if cfg.pipeline.kind in NEEDS_COACH:
+            from pipelines.sgc_turn import SgcCounters
+
+            self.counters = exported_counters(SgcCounters, "tandem_sgc")()
+            parts = PipelineParts(tools=HandleCoachTools(coach_tools), kernels=HandleRuleKernels(rule_kernels),
+                                  counters=self.counters)
+        else:
+            self.counters = ServeCounters()
+            parts = PipelineParts(
+                tools=HandleToolRunner(tools) if tools is not None else None,
+                guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
+                counters=self.counters,
+            )
+        self._coach_tools = coach_tools
         self.pipeline = build_pipeline(cfg.pipeline, self.models, parts)
+        history = max(cfg.pipeline.max_history_turns, getattr(self.pipeline, "history_turns", 0))
         self.runner = TurnRunner(
             self.pipeline, self.store, sink=self.sink,
-            max_history_turns=cfg.pipeline.max_history_turns, deadline_s=cfg.pipeline.turn_deadline_s,
+            max_history_turns=history, deadline_s=cfg.pipeline.turn_deadline_s,
         )
         self._llm_handles = dict(llm_deployments)
         logger.info("tandem ingress ready: pipeline=%s profile=%s", self.pipeline.name, cfg.profile)
@@ -139,6 +150,8 @@ class TandemIngress(OpenAiIngress):
         return parse_turn_request(body, max_text_chars=self.config.pipeline.max_text_chars)
 
     async def _events(self, session_id: str, req: TurnRequest, received_at: float) -> AsyncIterator[Any]:
+        if self._coach_tools is not None:  # a coach session plays as the request's user
+            await self._coach_tools.ensure_bound.remote(session_id, req.user_id)
         async for ev in self.runner.run(session_id, req, trace_id=current_trace_id(), received_at=received_at):
             if ev.type == "done":
                 self.turn_metrics.record(ev)

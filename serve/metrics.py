@@ -9,8 +9,10 @@ every increment mirrored to a ``ray.serve.metrics.Counter``:
     tandem_delivered_violations_total{key=<kind>}  (must stay 0)
     tandem_turns_total{pipeline, status}          tandem_first_token_ms (histogram, by pipeline)
 
-Ray prefixes nothing: the names above are what Prometheus scrapes (``ray_`` is
-added by Ray's exporter on some versions; the dashboard JSON matches both).
+The SGC ladder's counters (``tandem_sgc_<family>_total{key}``: phi hit / miss_unmapped /
+miss_state_unavailable, fall_through unmapped / state_unavailable, dispatch, w2, w3, post_guard,
+blocked, delivered_violations, fallbacks) go through the same bridge. Ray's exporter adds the
+``ray_`` prefix on the Prometheus side (``ray_tandem_fallbacks_total``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from pipelines.dr.fallback import Counters
 
-__all__ = ["ServeCounters", "TurnMetrics", "METRIC_NAMES"]
+__all__ = ["exported_counters", "ServeCounters", "TurnMetrics", "METRIC_NAMES"]
 
 METRIC_NAMES = tuple(f"tandem_{f}_total" for f in Counters.FAMILIES) + (
     "tandem_turns_total",
@@ -27,21 +29,29 @@ METRIC_NAMES = tuple(f"tandem_{f}_total" for f in Counters.FAMILIES) + (
 )
 
 
-class ServeCounters(Counters):
-    """Counters that also export to Prometheus from inside a Serve replica."""
+def exported_counters(base: type, prefix: str = "tandem") -> type:
+    """A subclass of a pipelines counters class (``FAMILIES`` + ``_inc``) that mirrors every
+    increment to a ``ray.serve.metrics.Counter`` named ``<prefix>_<family>_total{key}``."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        from ray.serve.metrics import Counter
+    class Exported(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            from ray.serve.metrics import Counter
 
-        self._metrics: dict[str, Any] = {
-            f: Counter(f"tandem_{f}_total", description=f"Tandem {f.replace('_', ' ')}", tag_keys=("key",))
-            for f in self.FAMILIES
-        }
+            self._metrics: dict[str, Any] = {
+                f: Counter(f"{prefix}_{f}_total", description=f"Tandem {f.replace('_', ' ')}", tag_keys=("key",))
+                for f in self.FAMILIES
+            }
 
-    def _inc(self, family: str, key: str, n: int = 1) -> None:
-        super()._inc(family, key, n)
-        self._metrics[family].inc(n, tags={"key": key})
+        def _inc(self, family: str, key: str, n: int = 1) -> None:
+            super()._inc(family, key, n)
+            self._metrics[family].inc(n, tags={"key": key})
+
+    Exported.__name__ = Exported.__qualname__ = f"Exported{base.__name__}"
+    return Exported
+
+
+ServeCounters = exported_counters(Counters)
 
 
 class TurnMetrics:

@@ -10,9 +10,10 @@ from pipelines.protocols import ModelClient
 from pipelines.turn import Pipeline
 from serve.config import PipelineConfig
 
-__all__ = ["PipelineParts", "build_pipeline", "NEEDS_TOOLS"]
+__all__ = ["PipelineParts", "build_pipeline", "NEEDS_TOOLS", "NEEDS_COACH"]
 
 NEEDS_TOOLS = frozenset({"monolithic", "dr"})
+NEEDS_COACH = frozenset({"pe_agent", "sgc_w1", "sgc_w1w2", "sgc_full"})
 
 
 @dataclass
@@ -22,6 +23,7 @@ class PipelineParts:
     tools: Any = None
     guardrails: Any = None
     counters: Any = None
+    kernels: Any = None
 
 
 def build_pipeline(cfg: PipelineConfig, models: ModelClient, parts: PipelineParts | None = None) -> Pipeline:
@@ -36,6 +38,12 @@ def build_pipeline(cfg: PipelineConfig, models: ModelClient, parts: PipelinePart
                 seed=cfg.seed,
             ),
         )
+    if cfg.kind in NEEDS_COACH:
+        from pipelines.sgc_turn import SgcSettings, build_sgc_pipeline
+
+        settings = _settings(SgcSettings, cfg)
+        return build_sgc_pipeline(cfg.kind, models, parts.tools, parts.kernels, settings=settings,
+                                  counters=parts.counters)
     from pipelines.domains.support import build_support_domain
 
     domain = build_support_domain()

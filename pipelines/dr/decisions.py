@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipelines.schema_bounds import bound_schema
+
 __all__ = [
     "REASON_CODES",
     "TERMINALS",
@@ -122,29 +124,6 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 MAX_ARG_CHARS = 64
 MAX_QUESTION_CHARS = 160
-MAX_INT = 1_000_000
-
-
-def bound_schema(node: Any, max_chars: int = MAX_ARG_CHARS) -> Any:
-    """Bound every free string and integer so a greedy small model cannot run past max_tokens.
-
-    Unbounded strings let a degenerate model repeat until the token cap cuts the
-    JSON off. The bounds make xgrammar decline the schema, and vLLM's ``auto``
-    structured-output backend then falls back to ``guidance``, which supports them.
-    """
-    if isinstance(node, list):
-        return [bound_schema(v, max_chars) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: bound_schema(v, max_chars) for k, v in node.items()}
-    if "enum" in out or "const" in out:
-        return out
-    if out.get("type") == "string":
-        out.setdefault("maxLength", max_chars)
-    elif out.get("type") == "integer":
-        out.setdefault("minimum", 0)
-        out.setdefault("maximum", MAX_INT)
-    return out
 
 
 def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:

@@ -4,8 +4,9 @@ The grammar is plain Lark (``start:`` rule, string literals, regex terminals),
 accepted by the ``guidance`` backend (llguidance) and by the ``lark`` package
 itself, so tests can parse sample streams with it. It pins intent and
 sub-intent to the registered labels (pairwise when a mapping is given), keeps
-the narration free of ``<``, and makes the plan a JSON list of
-``{"tool": <registered name>, "args": {...}}`` objects.
+the narration free of ``<``, and makes the plan a JSON list of at most
+``MAX_PLAN_CALLS`` ``{"tool": <registered name>, "args": {...}}`` objects with
+at most ``MAX_ARGS`` scalar arguments — every repetition bounded.
 """
 
 from __future__ import annotations
@@ -15,19 +16,28 @@ from collections.abc import Collection, Iterable, Mapping
 
 from pipelines.errors import ConfigError
 
-__all__ = ["grammar", "NARRATION_MAX_CHARS"]
+__all__ = ["grammar", "NARRATION_MAX_CHARS", "MAX_PLAN_CALLS", "MAX_ARGS"]
 
-NARRATION_MAX_CHARS = 400
+NARRATION_MAX_CHARS = 200
 
+# Every repetition is bounded: a greedy small model that loops (whitespace, a long string,
+# one more plan call) still closes </PLAN> inside the perception call's token budget.
+MAX_PLAN_CALLS = 3
+MAX_ARGS = 4
 _JSON_RULES = r"""
-object: "{" ws (member (ws "," ws member)*)? ws "}"
+args: "{" ws "}" | "{" ws member ws "}" | "{" ws member ws "," ws member ws "}"
+    | "{" ws member ws "," ws member ws "," ws member ws "}"
+    | "{" ws member ws "," ws member ws "," ws member ws "," ws member ws "}"
 member: STRING ws ":" ws value
-array: "[" ws (value (ws "," ws value)*)? ws "]"
-value: object | array | STRING | NUMBER | "true" | "false" | "null"
-STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+value: scalar | array
+array: "[" ws "]" | "[" ws scalar ws "]" | "[" ws scalar ws "," ws scalar ws "]"
+    | "[" ws scalar ws "," ws scalar ws "," ws scalar ws "]"
+    | "[" ws scalar ws "," ws scalar ws "," ws scalar ws "," ws scalar ws "]"
+scalar: STRING | NUMBER | "true" | "false" | "null"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]){0,48}"/
+NUMBER: /-?(0|[1-9][0-9]{0,8})(\.[0-9]{1,4})?/
 ws: WS?
-WS: /[ \t\r\n]+/
+WS: /[ \t\r\n]{1,3}/
 """
 
 
@@ -84,8 +94,9 @@ def grammar(
     lines += [
         'narration: "<NARRATION>" NARRATION_TEXT? "</NARRATION>"',
         f"NARRATION_TEXT: /[^<]{{1,{int(narration_max_chars)}}}/",
-        'plan: "<PLAN>" ws "[" ws (call (ws "," ws call)*)? ws "]" ws "</PLAN>"',
-        'call: "{" ws "\\"tool\\"" ws ":" ws tool_name ws "," ws "\\"args\\"" ws ":" ws object ws "}"',
+        'plan: "<PLAN>" ws "[" ws calls? ws "]" ws "</PLAN>"',
+        'calls: call | call ws "," ws call | call ws "," ws call ws "," ws call',
+        'call: "{" ws "\\"tool\\"" ws ":" ws tool_name ws "," ws "\\"args\\"" ws ":" ws args ws "}"',
         f"tool_name: {' | '.join(_lit(_lit(t)) for t in tool_list)}",
     ]
     return "\n".join(lines) + "\n" + _JSON_RULES.lstrip("\n")

@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.schema_bounds import bound_schema
+
 __all__ = [
     "AttributePref",
     "NaturePref",
@@ -84,8 +86,9 @@ class Repair(_Slot):
 
 
 def query_slots_schema() -> dict[str, Any]:
-    """JSON schema of :class:`QuerySlots` for a ``json`` structured-output constraint."""
-    return QuerySlots.model_json_schema()
+    """JSON schema of :class:`QuerySlots` for a ``json`` structured-output constraint (bounded,
+    so a small model's slot call always closes inside its token budget)."""
+    return bound_schema(QuerySlots.model_json_schema(), max_chars=40, max_items=4)
 
 
 def _dedupe(items: Collection[str]) -> tuple[str, ...]:

@@ -123,7 +123,10 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
 
         deploy_serve_file(sf, http_host="127.0.0.1", http_port=http_port, grpc_port=grpc_port)
         base = f"http://127.0.0.1:{http_port}"
-        wait_ready(base, timeout_s=600)
+        from serve.deploy import wait_app_running
+
+        wait_app_running("tandem", timeout_s=600)  # fails fast, with the reason, on DEPLOY_FAILED
+        wait_ready(base, timeout_s=120)
         yield RunningApp(base, f"127.0.0.1:{grpc_port}", tele_dir, store_path, entry["args"],
                          serve_file=sf, http_port=http_port, grpc_port=grpc_port)
     finally:

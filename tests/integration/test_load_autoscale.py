@@ -3,7 +3,7 @@
 The ingress is configured to react fast on a 2-core box (min 1 / max 3 replicas, target 1
 ongoing request, upscale delay 1 s, downscale delay 6 s, look-back 2 s, metrics every 1 s)
 and turns are lean (the prompting pipeline: one model call, 24 reply tokens). The
-``serve.loadtest`` package drives bounded HTTP load (at most 60 s, stopped a few seconds
+``serve.loadtest`` package drives bounded HTTP load (at most 90 s, stopped a few seconds
 after a second replica runs) and a short gRPC run; replica counts come from ``serve.status()`` in this driver. The scale-up time is printed and
 written to ``results/autoscale.json``. Everything is bounded; nothing here is a
 wall-clock threshold beyond "it happened within the bound".
@@ -24,7 +24,7 @@ from tests.integration.conftest import start_app
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-LOAD_MAX_S = 60.0
+LOAD_MAX_S = 90.0  # typical runs stop ~5 s after a second replica runs (16-28 s measured)
 AFTER_SCALE_UP_S = 4.0
 SCALE_DOWN_MAX_S = 90.0
 OVERRIDES = {
@@ -32,7 +32,7 @@ OVERRIDES = {
                 "autoscaling": {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1,
                                 "upscale_delay_s": 1, "downscale_delay_s": 6, "look_back_period_s": 2,
                                 "metrics_interval_s": 1}},
-    "pipeline": {"max_reply_tokens": 24},
+    "pipeline": {"kind": "prompting", "max_reply_tokens": 24},
 }
 
 

@@ -1,0 +1,109 @@
+"""A 5-turn coach session through ``sgc_full`` on the embedded app with the real model.
+
+Whatever the 135M model writes: narration streams to the client before the
+reply, and Φ's tool dispatch happens while the 4-in-1 stream is still running
+(when Φ hits); the delivered text never names a creature the user does not own;
+W3 never issues the same guidance subject in consecutive turns; each turn's
+answer.meta is stored with the turn and replays byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.integration.conftest import start_app
+
+pytestmark = pytest.mark.integration
+
+USER = "u001"
+TEXTS = [
+    "Who should I use against my next opponent?",
+    "Can you teach me about type matchups?",
+    "Should I swap out one member of my lineup?",
+    "Tell me about my strongest creature's skills.",
+    "Any other advice for this battle?",
+]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("coach")
+    overrides = {
+        "pipeline": {"kind": "sgc_full", "max_reply_tokens": 64},
+        "domain": {"name": "coach", "seed": 7},
+    }
+    yield from start_app(tmp, overrides)
+
+
+@pytest.fixture(scope="module")
+def session(app) -> list[list[dict]]:
+    out = []
+    for text in TEXTS:
+        events = []
+        with httpx.stream("POST", f"{app.http}/v1/sessions/coach-1/turns", json={"text": text, "user_id": USER},
+                          headers={"Accept": "text/event-stream"}, timeout=300) as r:
+            assert r.status_code == 200, r.read()
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+        assert events[-1]["type"] == "done"
+        out.append(events)
+    return out
+
+
+def log_for(app, turn_id: str) -> list[dict]:
+    rows = []
+    for f in app.telemetry.glob("events-*.jsonl"):
+        rows += [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+    return [e for e in rows if e.get("turn_id") == turn_id]
+
+
+def test_narration_streams_before_the_reply_and_dispatch_precedes_stream_end(app, session):
+    hits = 0
+    for events in session:
+        kinds = [e["type"] for e in events]
+        assert "narration.delta" in kinds, kinds
+        first_reply = kinds.index("reply.delta") if "reply.delta" in kinds else len(kinds)
+        assert kinds.index("narration.delta") < first_reply
+        log = log_for(app, events[-1]["turn_id"])
+        phi = [e for e in log if e["kind"] == "sgc.phi"]
+        assert len(phi) == 1  # Φ fires exactly once per turn
+        if phi[0]["outcome"] == "hit":
+            hits += 1
+            order = [e["kind"] for e in log]
+            assert order.index("sgc.dispatch") < order.index("sgc.w1.parsed") if "sgc.w1.parsed" in order else True
+            stages = events[-1]["timings"]["stages"]
+            if "dispatch_at" in stages and "w1_stream" in stages:
+                assert stages["dispatch_at"] <= stages["w1_stream"]
+    assert events[-1]["rules_version"]
+
+
+def test_no_unowned_creature_is_delivered(app, session):
+    from pipelines.domains.coach import generate_coach_world
+
+    world = generate_coach_world(7)
+    owned = {c.species for c in world.users[USER].creatures}
+    unowned = {s for s in world.species} - owned
+    for events in session:
+        reply = "".join(e["text"] for e in events if e["type"] in ("reply.delta", "narration.delta"))
+        named = {s for s in unowned if s.lower() in reply.lower()}
+        assert not named, (named, reply)
+
+
+def test_w3_metas_stored_no_consecutive_repeat_and_replay(app, session):
+    from pipelines.domains.coach import load_coach_rule_tables
+    from pipelines.sgc_turn import replay_w3
+    from pipelines.sgc_turn.replay import all_identical
+
+    turns = httpx.get(f"{app.http}/v1/sessions/coach-1").json()["turns"]
+    assert len(turns) == len(TEXTS)
+    metas = [t["meta"].get("w3") for t in turns]
+    assert all(m is not None for m in metas)
+    for a, b in zip(metas, metas[1:], strict=False):
+        assert a["guidance_type"] == "none" or b["guidance_type"] == "none" or a["subject_id"] != b["subject_id"]
+    results = replay_w3([t["meta"] for t in turns], tables=load_coach_rule_tables(), session_id="coach-1")
+    assert len(results) == len(TEXTS)
+    assert all_identical(results), results
