@@ -200,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-example", action="store_true")
     r.set_defaults(func=cmd_run)
     sub.add_parser("load", help="bounded load test of the turn API over HTTP/SSE and gRPC (tandem load --help)")
+    sub.add_parser("replay", help="re-run a session's logged decisions and check they are identical")
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
@@ -220,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.loadtest import main as load_main
 
         return int(load_main(argv[1:]) or 0)
+    if argv and argv[0] == "replay":
+        from serve.replay import main as replay_main
+
+        return int(replay_main(argv[1:]) or 0)
     if argv and argv[0] == "sweep":
         from serve.sweep import main as sweep_main
 

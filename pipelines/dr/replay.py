@@ -31,7 +31,7 @@ from .state import PendingAction, SessionFacts
 __all__ = ["ReplayReport", "decision_trace", "replay_turn", "normalize_events"]
 
 TRACE_KINDS = ("dr.route", "dr.step", "dr.tool", "dr.guard", "dr.precheck", "dr.fallback", "dr.outcome")
-_DROP = {"turn_id", "raw"}
+_DROP = {"turn_id", "raw", "ts", "component", "trace_id"}  # envelope fields added by event sinks
 
 
 class ReplayReport(BaseModel):

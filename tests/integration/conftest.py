@@ -49,6 +49,7 @@ class RunningApp:
     store_path: Path
     args: dict[str, Any]
     serve_file: Any = None
+    config_path: Path | None = None
     http_port: int = 0
     grpc_port: int = 0
     app_name: str = "tandem"
@@ -128,7 +129,7 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
         wait_app_running("tandem", timeout_s=600)  # fails fast, with the reason, on DEPLOY_FAILED
         wait_ready(base, timeout_s=120)
         yield RunningApp(base, f"127.0.0.1:{grpc_port}", tele_dir, store_path, entry["args"],
-                         serve_file=sf, http_port=http_port, grpc_port=grpc_port)
+                         serve_file=sf, config_path=cfg_file, http_port=http_port, grpc_port=grpc_port)
     finally:
         try:
             serve.shutdown()

@@ -198,3 +198,19 @@ def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
     refused = wait_for(lambda i: i["last_error"] is not None)
     assert refused["version"] == "guardrails-test-2" and refused["pid"] == before["pid"]
     assert turn(app, "dr-after-bad", "I want to talk to a human agent please.")[-1]["rules_version"] == "guardrails-test-2"
+
+
+def test_tandem_replay_reproduces_every_decision(app, capsys):
+    """`tandem replay` re-runs the logged DR decisions of a 3-turn session (auth, card, confirmed write)."""
+    from serve.replay import main as replay_main
+
+    sid = "dr-replay"
+    turn(app, sid, "My email is priya.shah@example.com")
+    turn(app, sid, "Please cancel order #W2000002.")
+    turn(app, sid, "I want to talk to a human agent please.")
+    rc = replay_main([sid, "--config", str(app.config_path), "--json"])
+    out = capsys.readouterr().out
+    rows = json.loads(out[: out.rindex("]") + 1])
+    assert rc == 0, out
+    assert len(rows) == 3 and all(r["identical"] for r in rows)
+    assert rows[0]["decisions"] > 0

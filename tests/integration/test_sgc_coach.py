@@ -107,3 +107,55 @@ def test_w3_metas_stored_no_consecutive_repeat_and_replay(app, session):
     results = replay_w3([t["meta"] for t in turns], tables=load_coach_rule_tables(), session_id="coach-1")
     assert len(results) == len(TEXTS)
     assert all_identical(results), results
+
+
+def test_tandem_replay_shows_w3_byte_identical(app, session, capsys):
+    from serve.replay import main as replay_main
+
+    rc = replay_main(["coach-1", "--config", str(app.config_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"{len(TEXTS)}/{len(TEXTS)} decisions identical" in out
+
+
+def test_rule_tables_reload_live_via_user_config(app, session):
+    """RuleKernels tables travel as user_config: a new version applies in place; a malformed
+    bundle is refused by our loader and, if pushed anyway, by the replica (old tables stay)."""
+    import time
+
+    from ray import serve
+
+    from pipelines.domains.coach import coach_rule_tables_dict
+    from serve.config import ServeFile
+
+    h = serve.get_deployment_handle("RuleKernels", app_name=app.app_name)
+    before = h.info.remote().result()
+    rules = coach_rule_tables_dict()
+    new = {**rules, "version": "coach-test-2"}
+    app.redeploy([{"name": "RuleKernels", "user_config": {"rules": new}}])
+
+    def wait_for(pred, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        info = {}
+        while time.monotonic() < deadline:
+            info = h.info.remote().result()
+            if pred(info):
+                return info
+            time.sleep(0.5)
+        raise AssertionError(f"condition never held; last {info}")
+
+    after = wait_for(lambda i: i["version"] != before["version"])
+    assert after["pid"] == before["pid"] and "coach-test-2" in after["version"]
+    bad = {**new, "phi": {"version": "x", "rows": [{"intent": "nope", "sub_intent": "nope", "tools": []}]}}
+    raw = app.serve_file.model_dump(mode="json")
+    raw["applications"][0]["deployments"] = [{"name": "RuleKernels", "user_config": {"rules": bad}}]
+    with pytest.raises(Exception):
+        ServeFile.model_validate(raw)
+    app.redeploy([{"name": "RuleKernels", "user_config": {"rules": bad}}], validate=False)
+    refused = wait_for(lambda i: i["last_error"] is not None)
+    assert refused["version"] == after["version"] and refused["pid"] == before["pid"]
+    # turns keep running on the active tables, and say which
+    with httpx.stream("POST", f"{app.http}/v1/sessions/coach-2/turns", json={"text": "Hi coach!", "user_id": USER},
+                      headers={"Accept": "text/event-stream"}, timeout=300) as r:
+        done = [json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: ")][-1]
+    assert done["type"] == "done" and "coach-test-2" in (done["rules_version"] or "")
