@@ -162,7 +162,6 @@ def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
     import yaml
     from ray import serve
 
-    from pipelines.errors import ConfigError
     from serve.config import ServeFile
     from tests.integration.conftest import REPO
 
@@ -189,10 +188,8 @@ def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
     # our loader refuses it before it reaches Ray ...
     raw = app.serve_file.model_dump(mode="json")
     raw["applications"][0]["deployments"] = [{"name": "GuardrailsServer", "user_config": {"table": bad}}]
-    with pytest.raises(Exception) as info:
+    with pytest.raises(ValueError, match="deployments"):  # pydantic's ValidationError is a ValueError
         ServeFile.model_validate(raw)
-    assert "deployments" in str(info.value)
-    assert not isinstance(info.value, ConfigError) or info.value.message
     # ... and a replica that receives it anyway keeps the active table and says why
     app.redeploy([{"name": "GuardrailsServer", "user_config": {"table": bad}}], validate=False)
     refused = wait_for(lambda i: i["last_error"] is not None)

@@ -149,7 +149,7 @@ def test_rule_tables_reload_live_via_user_config(app, session):
     bad = {**new, "phi": {"version": "x", "rows": [{"intent": "nope", "sub_intent": "nope", "tools": []}]}}
     raw = app.serve_file.model_dump(mode="json")
     raw["applications"][0]["deployments"] = [{"name": "RuleKernels", "user_config": {"rules": bad}}]
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="deployments"):  # pydantic's ValidationError is a ValueError
         ServeFile.model_validate(raw)
     app.redeploy([{"name": "RuleKernels", "user_config": {"rules": bad}}], validate=False)
     refused = wait_for(lambda i: i["last_error"] is not None)
