@@ -336,4 +336,8 @@ def test_grafana_dashboard() -> None:
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids)) and dash["uid"]
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    assert exprs and all(re.search(r"\bray_(serve|vllm)_\w+", e) for e in exprs)
+    assert exprs and all(re.search(r"\bray_(serve|vllm|tandem)_\w+", e) for e in exprs)
+    from serve.metrics import METRIC_NAMES
+
+    ours = {m.split("{")[0] for e in exprs for m in re.findall(r"ray_(tandem_\w+?)(?:_bucket)?\b", e)}
+    assert ours and ours <= set(METRIC_NAMES) | {"tandem_sgc_fall_through_total"}
