@@ -79,10 +79,16 @@ def main() -> int:
     ap.add_argument("--config", default=str(REPO / "configs" / "embedded.yaml"))
     ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--out", default=str(REPO / "results" / "bench_overhead.json"))
     ns = ap.parse_args()
 
+    # The overhead is measured on the prompting pipeline: its one generator call is exactly the
+    # request the direct side sends, so the difference is the app (proxy, ingress, runner, SSE).
+    import tempfile
+
     import ray
+    import yaml
     from ray import serve
 
     from pipelines.events import TurnRequest
@@ -93,9 +99,14 @@ def main() -> int:
     from serve.config import load_serve_file
     from tests.integration.conftest import free_port
 
-    sf = load_serve_file(ns.config)
+    raw = yaml.safe_load(Path(ns.config).read_text())
+    raw["applications"][0]["args"]["pipeline"]["kind"] = "prompting"
+    raw["applications"][0]["args"]["pipeline"]["max_reply_tokens"] = ns.max_tokens
+    cfg_path = Path(tempfile.mkdtemp(prefix="tandem-bench-")) / "prompting.yaml"
+    cfg_path.write_text(yaml.safe_dump(raw))
+    sf = load_serve_file(cfg_path)
     args = sf.applications[0].args
-    ep = start_app(ns.config, http_port=free_port(), grpc_port=free_port(), metrics_port=None)
+    ep = start_app(str(cfg_path), http_port=free_port(), grpc_port=free_port(), metrics_port=None)
     try:
         wait_ready(ep["http"])
         gen = args.model_for_role("generator")
@@ -122,7 +133,7 @@ def main() -> int:
         ratios = {k.replace("_ms", "_ratio"): app_s[k] / direct_s[k] for k in app_s if k.endswith("_ms")}
         extra = {k.replace("_ms", "_overhead_ms"): app_s[k] - direct_s[k] for k in app_s if k.endswith("_ms")}
         result = {"app": app_s, "direct": direct_s, "ratio_app_over_direct": ratios,
-                  "overhead_ms": extra, "turns": ns.turns, "config": ns.config,
+                  "overhead_ms": extra, "turns": ns.turns, "config": Path(ns.config).name,
                   "max_reply_tokens": p.max_reply_tokens}
         print(f"{'':8} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
         for name, s in (("app", app_s), ("direct", direct_s)):
