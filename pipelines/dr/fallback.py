@@ -14,10 +14,11 @@ Prometheus metrics); all increments go through its methods.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from pipelines.counters import CounterFamilies
 
 __all__ = ["FALLBACK_TRIGGERS", "FallbackClass", "Fallback", "Counters", "fallback"]
 
@@ -53,16 +54,12 @@ def fallback(trigger: str, detail: str = "") -> Fallback:
     return Fallback(trigger=trigger, cls=FALLBACK_TRIGGERS[trigger], detail=detail[:200])
 
 
-class Counters:
+class Counters(CounterFamilies):
     """Process-wide DR counters: fallbacks, escalations, blocked attempts, guard decisions, paths."""
 
     FAMILIES = ("fallbacks", "fallback_classes", "escalations", "blocked", "guard", "paths", "delivered_violations")
 
-    def __init__(self) -> None:
-        self._c: dict[str, dict[str, int]] = {f: defaultdict(int) for f in self.FAMILIES}
 
-    def _inc(self, family: str, key: str, n: int = 1) -> None:
-        self._c[family][key] += n
 
     def fallback(self, fb: Fallback) -> None:
         """One fallback, by trigger and by class."""
@@ -89,12 +86,5 @@ class Counters:
         """A violation found in delivered text by the final closure check (must stay at zero)."""
         self._inc("delivered_violations", kind)
 
-    def get(self, family: str, key: str) -> int:
-        return self._c[family].get(key, 0)
 
-    def total(self, family: str) -> int:
-        return sum(self._c[family].values())
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        """A copy of every counter family (plain dicts, sorted keys)."""
-        return {f: dict(sorted(v.items())) for f, v in self._c.items()}

@@ -20,14 +20,13 @@ Every increment goes through :meth:`SgcCounters._inc`.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
+from pipelines.counters import CounterFamilies
 from pipelines.sgc.phi import PhiOutcome
 
 __all__ = ["SgcCounters"]
 
 
-class SgcCounters:
+class SgcCounters(CounterFamilies):
     """Plain dict counters, shared by every pipeline of one replica."""
 
     FAMILIES = (
@@ -35,11 +34,7 @@ class SgcCounters:
         "post_guard", "blocked", "delivered_violations", "fallbacks",
     )
 
-    def __init__(self) -> None:
-        self._c: dict[str, dict[str, int]] = {f: defaultdict(int) for f in self.FAMILIES}
 
-    def _inc(self, family: str, key: str, n: int = 1) -> None:
-        self._c[family][key] += n
 
     def phi(self, outcome: PhiOutcome) -> None:
         """One Φ lookup; a miss is also a fall-through (unmapped vs state unavailable)."""
@@ -80,12 +75,5 @@ class SgcCounters:
     def fallback(self, trigger: str) -> None:
         self._inc("fallbacks", trigger)
 
-    def get(self, family: str, key: str) -> int:
-        return self._c[family].get(key, 0)
 
-    def total(self, family: str) -> int:
-        return sum(self._c[family].values())
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        """A copy of every counter family (plain dicts, sorted keys)."""
-        return {f: dict(sorted(v.items())) for f, v in self._c.items()}
