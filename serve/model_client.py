@@ -113,10 +113,13 @@ class ServeModelClient:
         except KeyError:
             raise ModelUnavailable(f"no model deployment serves role {role!r}") from None
         request = to_chat_request(model_id, call)
+        gen = handle.chat.remote(request)
+        finished = False
         try:
-            async for item in handle.chat.remote(request):
+            async for item in gen:
                 for text in parse_sse_item(item):
                     yield text
+            finished = True
         except (UpstreamError, Overloaded):
             raise
         except RequestCancelledError:
@@ -124,3 +127,6 @@ class ServeModelClient:
         except tuple(FOREIGN_ERRORS) as exc:
             cls = next(v for k, v in FOREIGN_ERRORS.items() if isinstance(exc, k))
             raise cls(f"model deployment for role {role!r} failed: {type(exc).__name__}") from exc
+        finally:
+            if not finished:  # the caller stopped early (or failed): stop the engine decoding for us
+                gen.cancel()

@@ -140,6 +140,11 @@ class PerceptionParser:
         """True once ``</PLAN>`` has closed."""
         return self._done
 
+    @property
+    def narration_closed(self) -> bool:
+        """True once ``</NARRATION>`` has closed (only the plan can follow)."""
+        return self._done or SECTIONS[self._section] == "PLAN"
+
     def _take(self, n: int) -> str:
         text, self._buf = self._buf[:n], self._buf[n:]
         self._consumed += n
@@ -228,8 +233,20 @@ class PerceptionParser:
         self._values["sub_intent"] = value
         return SubIntentParsed(intent=intent, sub_intent=value, offset=self._consumed)
 
-    def finish(self) -> PerceptionResult:
-        """End of stream: the complete result, or InvalidModelOutput if a section is missing."""
+    def finish(self, *, plan_optional: bool = False) -> PerceptionResult:
+        """End of stream: the complete result, or InvalidModelOutput if a section is missing.
+
+        ``plan_optional``: the caller stopped reading after ``</NARRATION>`` because a
+        frozen tool set makes any plan moot; the result then carries an empty plan.
+        """
+        if plan_optional and not self._done and self.narration_closed:
+            return PerceptionResult(
+                intent=self._values["intent"],
+                sub_intent=self._values["sub_intent"],
+                narration="".join(self._narration),
+                plan=(),
+                length=self._consumed,
+            )
         if not self._done:
             where = SECTIONS[self._section]
             state = "inside" if self._inside else "before"

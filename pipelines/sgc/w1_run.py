@@ -171,9 +171,17 @@ class PerceptionRun:
             return
         self._dispatch("plan", event.calls, index, event.offset, steps)
 
-    def finish(self) -> PerceptionOutcome:
-        """End of stream; raises InvalidModelOutput if the stream was incomplete."""
-        result = self.parser.finish()
+    @property
+    def plan_moot(self) -> bool:
+        """Φ froze a tool set and the narration is complete: a later PLAN could change nothing."""
+        return self.dispatched is not None and self.dispatched.source == "phi" and self.parser.narration_closed
+
+    def finish(self, *, stopped_early: bool = False) -> PerceptionOutcome:
+        """End of stream; raises InvalidModelOutput if the stream was incomplete.
+
+        ``stopped_early``: the caller stopped reading once :attr:`plan_moot` held.
+        """
+        result = self.parser.finish(plan_optional=stopped_early and self.plan_moot)
         assert self.phi is not None  # set when </SUB_INTENT> closed, which finish() guarantees
         return PerceptionOutcome(
             result=result, phi=self.phi, dispatched=self.dispatched, plan_ignored=self.plan_ignored

@@ -60,6 +60,7 @@ class SgcSettings:
     w3_window: int = HISTORY_WINDOW
     session_seed_fn: Callable[[str], int] = session_seed
     audit_unguarded: bool = True
+    stop_moot_plan: bool = True  # stop decoding the 4-in-1 stream once Φ froze the tools and narration closed
     safe_unowned: str = "I'll only suggest creatures and skills you already have."
     safe_contradiction: str = "Let me keep this consistent with what your roster supports."
     fallback_reply: str = "Sorry, I can't work that out right now. Could you ask me again in a moment?"

@@ -98,6 +98,7 @@ class Perception:
         self.run: PerceptionRun | None = None
         self.dispatch: DispatchTools | None = None
         self.dispatch_ms = 0.0
+        self.stopped_early = False
         self.narration_chars = 0
         self._t0 = self._t_dispatch = 0.0
         self._tasks: list[asyncio.Task[Any]] = []
@@ -146,10 +147,19 @@ class Perception:
             structured_output=StructuredOutput(kind="grammar", spec=self.bundle.grammar),
         )
         self._t0 = self.clock()
-        async for chunk in self.models.stream("orchestrator", call):
+        stream = self.models.stream("orchestrator", call)
+        async for chunk in stream:
             if self.run is None:
                 self._start_run(await probe if probe is not None else self.live_version)
             assert self.run is not None
+            if self.s.stop_moot_plan and self.run.plan_moot:
+                # Φ froze the tool set and the narration is done: a later PLAN could change
+                # nothing, so stop decoding it (the generator starts that much sooner).
+                self.stopped_early = True
+                self.emit("sgc.w1.early_stop", offset=self.run.parser._consumed,
+                          elapsed_ms=round(self._elapsed_ms(), 3))
+                await stream.aclose()  # type: ignore[attr-defined]
+                break
             for step in self.run.feed(chunk):
                 if isinstance(step, ParsedNarration):
                     text = step.text[: max(0, self.s.narration_max_chars - self.narration_chars)]
@@ -237,8 +247,8 @@ class Perception:
     async def finish(self) -> W1Result:
         """End of stream: the outcome (raises InvalidModelOutput when incomplete), tool results, new snapshot."""
         assert self.run is not None
-        outcome = self.run.finish()
-        assert self.dispatch is not None  # finish() guarantees </PLAN>, which dispatches when nothing froze
+        outcome = self.run.finish(stopped_early=self.stopped_early)
+        assert self.dispatch is not None  # finish() guarantees </PLAN> or a Φ dispatch
         observations = list(await asyncio.gather(*self._tool_tasks))
         tools_ms = (self.clock() - self._t_dispatch) * 1000
         snapshot = await self._fill_task if self._fill_task is not None else self.snapshot

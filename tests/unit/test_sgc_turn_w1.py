@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import lark
 
-from pipelines.sgc_turn import SgcCounters
+from pipelines.sgc_turn import SgcCounters, SgcSettings
 
 from .test_sgc_turn_doubles import Harness, stream
 
@@ -20,8 +20,11 @@ def _idx(log, entry):
     return [i for i, e in enumerate(log) if e == entry]
 
 
+FULL_STREAM = SgcSettings(stop_moot_plan=False)  # read the 4-in-1 stream to </PLAN>
+
+
 def test_narration_streams_while_phi_dispatched_tools_are_in_flight():
-    h = Harness("sgc_w1")
+    h = Harness("sgc_w1", settings=FULL_STREAM)
     h.tools.hold = True  # the tools finish only once the orchestrator stream has ended
     h.models.on_end["orchestrator"] = h.tools.release
     out = h.turn(TEXT, orch=LINEUP, gen=REPLY)
@@ -113,7 +116,7 @@ def test_snapshot_never_ages_out_while_turns_dispatch():
 
 
 def test_later_plan_never_overrides_the_frozen_set():
-    h = Harness("sgc_w1")
+    h = Harness("sgc_w1", settings=FULL_STREAM)
     s = stream("recommend", "lineup_for_opponent", NARRATION, [{"tool": "skill_info", "args": {"skill": "Flare"}}])
     out = h.turn(TEXT, orch=s, gen=REPLY)
     assert [c[0] for c in h.local.calls] == PHI_TOOLS
@@ -155,3 +158,23 @@ def test_narration_is_capped_even_from_an_unconstrained_engine():
     out = h.turn(TEXT, orch=LINEUP, gen=REPLY)
     assert out.narration == NARRATION[:10]
     assert "NARRATION_TEXT: /[^<]{1,10}/" in h.models.of("orchestrator")[0].structured_output.spec
+
+
+def test_a_moot_plan_is_not_decoded_after_a_phi_hit():
+    """Φ froze the tool set and the narration closed: the rest of the stream (a PLAN that could
+    change nothing) is not read; the turn uses the frozen tools and replies as usual."""
+    h = Harness("sgc_w1")
+    s = stream("recommend", "lineup_for_opponent", NARRATION, [{"tool": "skill_info", "args": {"skill": "Flare"}}])
+    out = h.turn(TEXT, orch=s, gen=REPLY)
+    assert [c[0] for c in h.local.calls] == PHI_TOOLS
+    assert out.of("sgc.w1.early_stop") and not out.of("sgc.w1.plan_ignored")
+    assert out.narration == NARRATION and out.reply == REPLY
+    assert out.ctx.status == "ok"
+
+
+def test_a_miss_still_reads_the_plan():
+    h = Harness("sgc_w1")
+    s = stream("recommend", "event_team", "Checking the event rules for you.", [{"tool": "get_lineups", "args": {}}])
+    out = h.turn("Which team for the event?", orch=s, gen=REPLY)
+    assert not out.of("sgc.w1.early_stop")
+    assert out.of("sgc.dispatch")[0]["source"] == "plan"

@@ -7,7 +7,7 @@ import json
 import re
 
 from pipelines.sgc.w2 import QuerySlots, query_slots_schema
-from pipelines.sgc_turn import CoachFacts, LocalCoachTools, ReplyContract, ReplyJudge
+from pipelines.sgc_turn import CoachFacts, LocalCoachTools, ReplyContract, ReplyJudge, SgcSettings
 from pipelines.sgc_turn.guard import judge_kinds
 
 from .test_sgc_turn_doubles import Harness, stream
@@ -25,7 +25,7 @@ def _no_unowned(h: Harness, reply: str) -> bool:
 
 
 def test_slot_extraction_is_a_separate_call_started_during_the_stream():
-    h = Harness("sgc_w1w2")
+    h = Harness("sgc_w1w2", settings=SgcSettings(stop_moot_plan=False))  # read to </PLAN>
     out = h.turn(TEXT, orch=LINEUP, slots=OPP_SLOTS, gen="Bring your best counter.")
     call = h.models.of("slot_extractor")[0]
     assert call.structured_output is not None and call.structured_output.kind == "json"
