@@ -135,7 +135,17 @@ class Orchestrator:
             names += list(self.settings.private_reads)
         else:
             names += sorted(self.domain.lookup_tools)
-        return {n: self.domain.registry.get(n).args_schema() for n in names if n in self.domain.registry.tools}
+        tools = {n: self.domain.registry.get(n).args_schema() for n in names if n in self.domain.registry.tools}
+        if "find_user_id_by_email" in tools:
+            # The email can only be one the user wrote (as its placeholder): a model cannot invent one.
+            emails = [p for p in inp.vault.ids() if p.startswith("[EMAIL_") and p in inp.user_text]
+            if emails:
+                schema = dict(tools["find_user_id_by_email"])
+                schema["properties"] = {**schema.get("properties", {}), "email": {"enum": emails}}
+                tools["find_user_id_by_email"] = schema
+            else:
+                del tools["find_user_id_by_email"]
+        return tools
 
     def eligible_cards(self, inp: OrchestratorInput) -> list[Any]:
         """Write cards offered now: none before login; order cards only once an order was observed."""

@@ -100,10 +100,10 @@ def test_malformed_output_is_an_infra_fallback(raw: str) -> None:
     [
         (j(decision="no_such_tool", args={}), "tool_not_eligible"),
         (j(decision="get_order_details", args={"order_id": "#W1000001"}), "tool_not_eligible"),  # before login
-        (j(decision="find_user_id_by_email", args={"mail": "x"}), "invalid_args"),
+        # no email in the user's text: the email lookup is not offered at all
+        (j(decision="find_user_id_by_email", args={"email": "x@y.z"}), "tool_not_eligible"),
         (j(decision="cancel_pending_order", args={"order_id": "#W1000001", "reason": "no longer needed"}),
          "write_outside_action_path"),
-        (j(decision="find_user_id_by_email", args={"email": "[EMAIL_7]"}), "unresolved_placeholder"),
     ],
 )
 def test_invalid_tool_calls_are_blocked_before_running(decision: str, kind: str) -> None:
@@ -112,6 +112,28 @@ def test_invalid_tool_calls_are_blocked_before_running(decision: str, kind: str)
     assert fb_of(h)["trigger"] == "invalid_tool_call" and kind in fb_of(h)["detail"]
     assert h.local_tools.calls == [] and h.counters.get("blocked", kind) == 1
     assert r.status == "fallback"
+
+
+@pytest.mark.parametrize(
+    ("decision", "kind"),
+    [
+        (j(decision="find_user_id_by_email", args={"mail": "x"}), "invalid_args"),
+        (j(decision="find_user_id_by_email", args={"email": "[EMAIL_7]"}), "unresolved_placeholder"),
+    ],
+)
+def test_email_lookup_takes_only_the_users_own_email(decision: str, kind: str) -> None:
+    h = Harness()
+    r = h.turn("my email is alex.rivera@example.com", orch=[decision], gen=["Hello."])
+    assert fb_of(h)["trigger"] == "invalid_tool_call" and kind in fb_of(h)["detail"]
+    assert h.local_tools.calls == [] and r.status == "fallback"
+
+
+def test_email_lookup_schema_is_the_users_placeholders() -> None:
+    h = Harness()
+    h.turn("my email is alex.rivera@example.com", orch=[j(decision="respond")], gen=["Hello."])
+    schema = next(c for role, c in h.models.calls if role == "orchestrator").structured_output.spec
+    branch = next(b for b in schema["anyOf"] if b["properties"]["decision"].get("const") == "find_user_id_by_email")
+    assert branch["properties"]["args"]["properties"]["email"] == {"enum": ["[EMAIL_1]"]}
 
 
 def test_acting_on_an_unobserved_order_is_an_inconsistent_observation() -> None:
