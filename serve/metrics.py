@@ -23,10 +23,17 @@ from pipelines.dr.fallback import Counters
 
 __all__ = ["exported_counters", "ServeCounters", "TurnMetrics", "METRIC_NAMES"]
 
-METRIC_NAMES = tuple(f"tandem_{f}_total" for f in Counters.FAMILIES) + (
-    "tandem_turns_total",
-    "tandem_first_token_ms",
-)
+def _metric_names() -> tuple[str, ...]:
+    from pipelines.sgc_turn import SgcCounters
+
+    return (
+        tuple(f"tandem_{f}_total" for f in Counters.FAMILIES)
+        + tuple(f"tandem_sgc_{f}_total" for f in SgcCounters.FAMILIES)
+        + ("tandem_turns_total", "tandem_first_token_ms")
+    )
+
+
+METRIC_NAMES = _metric_names()  # every name ServeCounters, the SGC counters and TurnMetrics export
 
 
 def exported_counters(base: type, prefix: str = "tandem") -> type:

@@ -54,6 +54,38 @@ class RunningApp:
     grpc_port: int = 0
     app_name: str = "tandem"
 
+    def turn(self, session_id: str, text: str, *, timeout: float = 300, **extra: Any) -> list[dict[str, Any]]:
+        """One streamed turn over HTTP/SSE: every event, checked to end with exactly one ``done``."""
+        import json
+
+        import httpx
+
+        events: list[dict[str, Any]] = []
+        with httpx.stream("POST", f"{self.http}/v1/sessions/{session_id}/turns", json={"text": text, **extra},
+                          headers={"Accept": "text/event-stream"}, timeout=timeout) as r:
+            assert r.status_code == 200, r.read()
+            assert r.headers["content-type"].startswith("text/event-stream")
+            name = None
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    ev = json.loads(line[6:])
+                    assert ev["type"] == name  # the SSE event name is the event's type
+                    events.append(ev)
+        assert events and events[-1]["type"] == "done"
+        assert [e["type"] for e in events].count("done") == 1
+        return events
+
+    def events(self, turn_id: str | None = None) -> list[dict[str, Any]]:
+        """The structured events logged so far (JSON lines), optionally of one turn."""
+        import json
+
+        rows: list[dict[str, Any]] = []
+        for f in self.telemetry.glob("events-*.jsonl"):
+            rows += [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+        return rows if turn_id is None else [e for e in rows if e.get("turn_id") == turn_id]
+
     def redeploy(self, deployments: list[dict[str, Any]], *, validate: bool = True) -> None:
         """Send the same Serve file with new ``deployments`` user_configs (a declarative update).
 

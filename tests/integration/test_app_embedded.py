@@ -34,20 +34,7 @@ def stub(app):
 
 
 def sse_turn(app, session_id: str, text: str, **extra) -> list[dict]:
-    events = []
-    with httpx.stream("POST", f"{app.http}/v1/sessions/{session_id}/turns", json={"text": text, **extra},
-                      headers={"Accept": "text/event-stream"}, timeout=120) as r:
-        assert r.status_code == 200, r.read()
-        assert r.headers["content-type"].startswith("text/event-stream")
-        name = None
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                ev = json.loads(line[6:])
-                assert ev["type"] == name  # the SSE event name is the event's type
-                events.append(ev)
-    return events
+    return app.turn(session_id, text, timeout=120, **extra)
 
 
 def grpc_stream_turn(stub, session_id: str, text: str) -> list[dict]:

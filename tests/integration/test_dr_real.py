@@ -38,22 +38,11 @@ def app(tmp_path_factory: pytest.TempPathFactory):
 
 
 def turn(app, sid: str, text: str) -> list[dict]:
-    events = []
-    with httpx.stream("POST", f"{app.http}/v1/sessions/{sid}/turns", json={"text": text},
-                      headers={"Accept": "text/event-stream"}, timeout=300) as r:
-        assert r.status_code == 200, r.read()
-        for line in r.iter_lines():
-            if line.startswith("data: "):
-                events.append(json.loads(line[6:]))
-    assert events[-1]["type"] == "done"
-    return events
+    return app.turn(sid, text)
 
 
 def log_for(app, turn_id: str) -> list[dict]:
-    out = []
-    for f in app.telemetry.glob("events-*.jsonl"):
-        out += [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-    return [e for e in out if e.get("turn_id") == turn_id]
+    return app.events(turn_id)
 
 
 def order_status(app, order_id: str) -> str:

@@ -43,15 +43,7 @@ def app(tmp_path_factory: pytest.TempPathFactory):
 
 
 def turn(app, sid: str, text: str) -> list[dict]:
-    events = []
-    with httpx.stream("POST", f"{app.http}/v1/sessions/{sid}/turns", json={"text": text},
-                      headers={"Accept": "text/event-stream"}, timeout=180) as r:
-        assert r.status_code == 200, r.read()
-        for line in r.iter_lines():
-            if line.startswith("data: "):
-                events.append(json.loads(line[6:]))
-    assert events and events[-1]["type"] == "done"
-    return events
+    return app.turn(sid, text, timeout=180)
 
 
 def types(events: list[dict]) -> list[str]:
@@ -66,10 +58,7 @@ def order_status(app, order_id: str) -> str:
 
 
 def events_log(app) -> list[dict]:
-    out = []
-    for f in app.telemetry.glob("events-*.jsonl"):
-        out += [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-    return out
+    return app.events()
 
 
 def test_authenticate_lookup_cancel_with_confirmation(app):

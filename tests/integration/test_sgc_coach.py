@@ -9,8 +9,6 @@ answer.meta is stored with the turn and replays byte for byte.
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 
@@ -40,25 +38,11 @@ def app(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def session(app) -> list[list[dict]]:
-    out = []
-    for text in TEXTS:
-        events = []
-        with httpx.stream("POST", f"{app.http}/v1/sessions/coach-1/turns", json={"text": text, "user_id": USER},
-                          headers={"Accept": "text/event-stream"}, timeout=300) as r:
-            assert r.status_code == 200, r.read()
-            for line in r.iter_lines():
-                if line.startswith("data: "):
-                    events.append(json.loads(line[6:]))
-        assert events[-1]["type"] == "done"
-        out.append(events)
-    return out
+    return [app.turn("coach-1", text, user_id=USER) for text in TEXTS]
 
 
 def log_for(app, turn_id: str) -> list[dict]:
-    rows = []
-    for f in app.telemetry.glob("events-*.jsonl"):
-        rows += [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-    return [e for e in rows if e.get("turn_id") == turn_id]
+    return app.events(turn_id)
 
 
 def test_narration_streams_before_the_reply_and_dispatch_precedes_stream_end(app, session):
@@ -155,7 +139,5 @@ def test_rule_tables_reload_live_via_user_config(app, session):
     refused = wait_for(lambda i: i["last_error"] is not None)
     assert refused["version"] == after["version"] and refused["pid"] == before["pid"]
     # turns keep running on the active tables, and say which
-    with httpx.stream("POST", f"{app.http}/v1/sessions/coach-2/turns", json={"text": "Hi coach!", "user_id": USER},
-                      headers={"Accept": "text/event-stream"}, timeout=300) as r:
-        done = [json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: ")][-1]
-    assert done["type"] == "done" and "coach-test-2" in (done["rules_version"] or "")
+    done = app.turn("coach-2", "Hi coach!", user_id=USER)[-1]
+    assert "coach-test-2" in (done["rules_version"] or "")

@@ -340,4 +340,4 @@ def test_grafana_dashboard() -> None:
     from serve.metrics import METRIC_NAMES
 
     ours = {m.split("{")[0] for e in exprs for m in re.findall(r"ray_(tandem_\w+?)(?:_bucket)?\b", e)}
-    assert ours and ours <= set(METRIC_NAMES) | {"tandem_sgc_fall_through_total"}
+    assert ours and ours <= set(METRIC_NAMES)
