@@ -9,7 +9,7 @@ STAMP := $(VENV)/.stamp-install
 CONFIG ?= configs/embedded.yaml
 PYTEST_ARGS ?=
 
-.PHONY: system-deps install run test unit integration lint bench k8s
+.PHONY: system-deps install run test unit integration lint bench k8s mutation mutation-slice coverage
 
 install: $(STAMP)
 
@@ -29,16 +29,32 @@ run: install
 	$(VENV)/bin/tandem run $(CONFIG)
 
 # The Redis store's tests run against a real redis-server (started by the tests on a free port).
+# Without it they skip locally and fail under CI (TANDEM_STRICT_SKIPS=1, see tests/conftest.py).
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server >/dev/null) \
-	  || echo "warning: could not install redis-server; the Redis store tests will skip"
+	  || echo "warning: could not install redis-server; the Redis store tests will skip (and fail under CI)"
 
 test: install system-deps
 	$(VENV)/bin/tandem prepare-model
 	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
+	$(PY) -m tests.mutation.run --profile slice --check
 
-unit: install
+unit: install system-deps
 	$(PY) -m pytest -q -rs tests/unit $(PYTEST_ARGS)
+
+# Mutation testing (mutmut) of the modules that carry guarantees; report in results/mutation/full.
+mutation: install
+	$(PY) -m tests.mutation.run --profile full --check
+
+# The bounded slice that `make test` runs: the error table and the contract closure.
+mutation-slice: install
+	$(PY) -m tests.mutation.run --profile slice --check
+
+# Line coverage of pipelines/ and serve/ from the unit tests, with the floors CI enforces.
+coverage: install system-deps
+	$(PY) -m pytest -q -rs tests/unit -p no:cacheprovider --cov=pipelines --cov=serve \
+	  --cov-report=term --cov-report=json:results/coverage/coverage.json $(PYTEST_ARGS)
+	$(PY) -m tests.coverage_floor results/coverage/coverage.json
 
 integration: install
 	$(PY) -m pytest -q -rs tests/integration $(PYTEST_ARGS)
