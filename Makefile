@@ -34,9 +34,15 @@ system-deps:
 	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server >/dev/null) \
 	  || echo "warning: could not install redis-server; the Redis store tests will skip (and fail under CI)"
 
+COV_ARGS := --cov=pipelines --cov=serve --cov-report=term:skip-covered --cov-report=json:results/coverage/coverage.json
+
+# Unit tests under coverage (floors in tests/coverage_floor.py), then everything else, then the
+# bounded mutation slice (the error table and the contract closure).
 test: install system-deps
 	$(VENV)/bin/tandem prepare-model
-	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs tests/unit $(COV_ARGS) $(PYTEST_ARGS)
+	$(PY) -m tests.coverage_floor results/coverage/coverage.json
+	$(PY) -m pytest -q -rs tests --ignore=tests/unit $(PYTEST_ARGS)
 	$(PY) -m tests.mutation.run --profile slice --check
 
 unit: install system-deps
@@ -52,8 +58,7 @@ mutation-slice: install
 
 # Line coverage of pipelines/ and serve/ from the unit tests, with the floors CI enforces.
 coverage: install system-deps
-	$(PY) -m pytest -q -rs tests/unit -p no:cacheprovider --cov=pipelines --cov=serve \
-	  --cov-report=term --cov-report=json:results/coverage/coverage.json $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs tests/unit $(COV_ARGS) $(PYTEST_ARGS)
 	$(PY) -m tests.coverage_floor results/coverage/coverage.json
 
 integration: install
