@@ -23,6 +23,7 @@ and withheld sentences logged (``gate.block`` events).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -47,6 +48,8 @@ __all__ = [
     "EchoJudge",
     "GateCounters",
 ]
+
+logger = logging.getLogger("tandem.gate")
 
 
 class Judgement(BaseModel):
@@ -111,6 +114,7 @@ class SentenceGate:
             try:
                 verdict = await judge.judge(text, self.released)
             except Exception as exc:  # fail closed: an unjudged sentence is never released
+                logger.warning("judge %s failed", type(judge).__name__, exc_info=exc)
                 violations = [Violation(kind="guard_unavailable", detail=type(exc).__name__)]
                 safe = self.fail_closed
                 break

@@ -124,6 +124,7 @@ class TandemPipeline:
             facts.candidates.add_all(d.extract_candidates(text), "user")
         facts.candidates.add_all(d.fixed_candidates(), "record")
         d.restore(facts)
+        await d.prepare(facts, self.tools)
         pending = facts.state.get("pending")
         meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version}
         ctx.meta[META_KEY] = meta
@@ -249,7 +250,7 @@ class TandemPipeline:
             self.counters.w2("slots_invalid")
             emit("tandem.w2.slots", ok=False, error=getattr(exc, "code", type(exc).__name__))
             return
-        found = d.slot_candidates(slots if isinstance(slots, dict) else {}, facts.user_texts)
+        found = d.absorb_slots(slots if isinstance(slots, dict) else {}, facts)
         facts.candidates.add_all(found, "user")
         self.counters.w2("slots_ok")
         emit("tandem.w2.slots", ok=True, proposed=slots, grounded=found)
@@ -280,9 +281,9 @@ class TandemPipeline:
         s, d = self.settings, self.domain
         c2 = c3 = None
         if s.w2:
-            raw = d.conflicts(facts)
             try:
-                res = await self.kernels.paragraphs(raw, intent or "other")
+                raw = d.conflicts(facts)
+                res = await self.kernels.paragraphs(raw, intent or "other", d.constraints(facts))
                 c2 = {"conflicts": res["conflicts"], "plan": res["plan"]["paragraphs"],
                       "psi_fired": list(res["psi"]["fired"])}
                 self.counters.w2("grounded")
