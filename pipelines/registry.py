@@ -22,11 +22,14 @@ sgc_full
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.counters import Counters
+from pipelines.dr.fallback import Counters as DRCounters
+from pipelines.sgc_turn.counters import SgcCounters
 from pipelines.tandem.settings import TandemSettings
 
 __all__ = [
@@ -102,18 +105,23 @@ class Parts:
 
     models: Any
     domain: str
-    tools: Any = None
+    tools: Any = None  # the one tool port (ToolRunner: call / precheck, with the domain's state methods)
     guardrails: Any = None
     kernels: Any = None
     counters: Any = None
+    coach_tools: Any = None  # the SGC ladder's CoachTools view of the same deployment
 
 
 @dataclass(frozen=True)
 class KindRecord:
+    """One pipeline kind: where it runs, what it needs, how it is built, what it counts."""
+
     name: str
     domains: tuple[str, ...] | None  # None: any domain
     deployments: tuple[str, ...]
     build: Callable[[Any, Parts], Any]
+    counters: type = field(default=Counters)
+    metric_prefix: str = "tandem"
 
 
 def _prompting(s: PromptingConfig, p: Parts) -> Any:
@@ -150,7 +158,7 @@ def _sgc(s: SgcConfig, p: Parts) -> Any:
 
     settings = SgcSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed,
                            tool_timeout_s=s.tool_timeout_s)
-    return build_sgc_pipeline(s.kind, p.models, p.tools, p.kernels, settings=settings, counters=p.counters)
+    return build_sgc_pipeline(s.kind, p.models, p.coach_tools, p.kernels, settings=settings, counters=p.counters)
 
 
 def _tandem(s: TandemSettings, p: Parts) -> Any:
@@ -163,13 +171,13 @@ def _tandem(s: TandemSettings, p: Parts) -> Any:
 
 KINDS: dict[str, KindRecord] = {
     "tandem": KindRecord("tandem", None, ("tools", "guardrails", "rule_kernels"), _tandem),
-    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr),
-    "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic),
-    "prompting": KindRecord("prompting", None, (), _prompting),
-    "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc),
-    "sgc_w1": KindRecord("sgc_w1", ("coach",), ("tools", "rule_kernels"), _sgc),
-    "sgc_w1w2": KindRecord("sgc_w1w2", ("coach",), ("tools", "rule_kernels"), _sgc),
-    "sgc_full": KindRecord("sgc_full", ("coach",), ("tools", "rule_kernels"), _sgc),
+    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr, DRCounters),
+    "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic, DRCounters),
+    "prompting": KindRecord("prompting", None, (), _prompting, DRCounters),
+    "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc, SgcCounters, "tandem_sgc"),
+    "sgc_w1": KindRecord("sgc_w1", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
+    "sgc_w1w2": KindRecord("sgc_w1w2", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
+    "sgc_full": KindRecord("sgc_full", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
 }
 
 
