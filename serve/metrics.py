@@ -24,13 +24,13 @@ from pipelines.dr.fallback import Counters
 __all__ = ["exported_counters", "ServeCounters", "TurnMetrics", "METRIC_NAMES"]
 
 def _metric_names() -> tuple[str, ...]:
-    from pipelines.sgc_turn import SgcCounters
+    from pipelines.registry import KINDS
 
-    return (
-        tuple(f"tandem_{f}_total" for f in Counters.FAMILIES)
-        + tuple(f"tandem_sgc_{f}_total" for f in SgcCounters.FAMILIES)
-        + ("tandem_turns_total", "tandem_first_token_ms")
-    )
+    names: dict[str, None] = {}
+    for record in KINDS.values():
+        for f in record.counters.FAMILIES:
+            names[f"{record.metric_prefix}_{f}_total"] = None
+    return (*names, "tandem_turns_total", "tandem_first_token_ms")
 
 
 METRIC_NAMES = _metric_names()  # every name ServeCounters, the SGC counters and TurnMetrics export
