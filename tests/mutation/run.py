@@ -90,8 +90,8 @@ def equivalents(text: str) -> dict[str, str]:
 def _existing(tests: tuple[str, ...]) -> list[str]:
     missing = [t for t in tests if not (ROOT / t).exists()]
     if missing:
-        print(f"warning: test files not found, left out: {missing}", file=sys.stderr)
-    return [t for t in tests if t not in missing]
+        raise SystemExit(f"test files listed in tests/mutation/targets.py are missing: {missing}")
+    return list(tests)
 
 
 def write_pyproject(src: Path, dst: Path, profile: Profile) -> None:
@@ -119,7 +119,10 @@ def _sync(work: Path, profile: Profile, keep: bool) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for name in COPIED:
         shutil.copytree(ROOT / name, work / name, dirs_exist_ok=True, ignore=ignore)
-    write_pyproject(ROOT / "pyproject.toml", work / "pyproject.toml", profile)
+    # A kept run keeps its mutmut section: a changed test selection would make mutmut drop
+    # every verdict. New tests in the listed files are still found (mutmut collects them).
+    if not (keep and (work / "pyproject.toml").exists()):
+        write_pyproject(ROOT / "pyproject.toml", work / "pyproject.toml", profile)
 
 
 def _env() -> dict[str, str]:

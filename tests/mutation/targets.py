@@ -6,8 +6,10 @@ mutated function, only the tests that executed that function in a clean run,
 so a profile's test list bounds the work rather than fixing it.
 
 ``full`` is the whole list of guarantee-carrying modules (run by ``make
-mutation``); ``slice`` is the error table and the contract closure, small
-enough for ``make test``.
+mutation``); ``kernels`` and ``guard`` are its two halves (the rule kernels,
+errors, eligibility and contract; the guardrails), for working on one;
+``slice`` is the error table and the contract closure, small enough for
+``make test``.
 """
 
 from __future__ import annotations
@@ -58,22 +60,31 @@ _GUARD_TESTS = (
     "tests/unit/test_guard_pii.py",
     "tests/unit/test_guard_post.py",
     "tests/unit/test_guard_pre.py",
-    "tests/unit/test_guard_tables.py",
+    "tests/unit/test_dr_pii.py",
 )
+
+_KERNEL_MODULES = (
+    "pipelines/sgc/*",
+    "pipelines/errors.py",
+    "pipelines/domains/support/eligibility.py",
+    "pipelines/domains/support/cards.py",
+    "pipelines/domains/support/observations.py",
+    "pipelines/dr/contract.py",
+)
+_GUARD_MODULES = ("pipelines/guardrails/*",)
 
 PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full",
-        modules=(
-            "pipelines/sgc/*",
-            "pipelines/errors.py",
-            "pipelines/domains/support/eligibility.py",
-            "pipelines/domains/support/cards.py",
-            "pipelines/dr/contract.py",
-            "pipelines/guardrails/*",
-        ),
+        modules=_KERNEL_MODULES + _GUARD_MODULES,
         tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS + _GUARD_TESTS,
     ),
+    "kernels": Profile(
+        name="kernels",
+        modules=_KERNEL_MODULES,
+        tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS,
+    ),
+    "guard": Profile(name="guard", modules=_GUARD_MODULES, tests=_GUARD_TESTS + _CONTRACT_TESTS),
     "slice": Profile(
         name="slice",
         modules=("pipelines/errors.py", "pipelines/dr/contract.py"),
