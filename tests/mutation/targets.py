@@ -60,6 +60,7 @@ _GUARD_TESTS = (
     "tests/unit/test_guard_pii.py",
     "tests/unit/test_guard_post.py",
     "tests/unit/test_guard_pre.py",
+    "tests/unit/test_guard_tables.py",
     "tests/unit/test_dr_pii.py",
 )
 
