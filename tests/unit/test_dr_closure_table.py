@@ -98,11 +98,29 @@ def test_summary_limit_cuts_at_a_comma(limit: int, expected: str) -> None:
     assert summarize_result("x", {"a": "xxxx", "b": "yyyy"}, limit=limit) == expected
 
 
+def test_summary_of_an_order_is_its_state_not_the_raw_result() -> None:
+    small = {"order_id": "#W5", "status": "pending", "note": "raw"}
+    assert summarize_result("get_order_details", small) == (
+        '{"order.#W5.status":"pending","order.#W5.items":[],"order.#W5.total":0}')
+
+
+def test_summary_stringifies_what_json_cannot_hold() -> None:
+    import datetime
+
+    assert summarize_result("x", {"when": datetime.date(2025, 1, 31)}) == '{"when":"2025-01-31"}'
+
+
+def test_summary_cuts_at_the_last_comma() -> None:
+    assert summarize_result("x", {"a": "x", "b": "y", "c": "z"}, limit=24) == '{"a":"x","b":"y",...}'
+
+
 def test_summary_default_limit_is_360() -> None:
     long = {"k": "v" * 400}
     assert summarize_result("x", long) == "{,...}"
     fits = {"k": "v" * (360 - 8)}  # {"k":"…"} is 8 characters around the value
     assert summarize_result("x", fits) == '{"k":"' + "v" * 352 + '"}'
+    over = {"k": "v", "m": "w" * (361 - 16)}  # 361 characters: one over
+    assert summarize_result("x", over) == '{"k":"v",...}'
 
 
 # --- membership sets --------------------------------------------------------------------------------

@@ -18,7 +18,13 @@ from pydantic import BaseModel
 
 from pipelines.domains.coach.pack import load_coach_rule_tables
 from pipelines.errors import ConfigError, InvalidModelOutput
-from pipelines.sgc.canonical import canonical_json, derive_seed, derived_rng, session_seed, stable_hash
+from pipelines.sgc.canonical import (
+    canonical_json,
+    derive_seed,
+    derived_rng,
+    session_seed,
+    stable_hash,
+)
 from pipelines.sgc.config import TableConfig, error_path, load_model
 from pipelines.sgc.w1 import parse_perception
 from pipelines.sgc.w2_slots import query_slots_schema
@@ -161,3 +167,61 @@ def test_plan_errors(plan: str, message: str, details: set[str]) -> None:
         assert info.value.details["got"] == "dict"
     if "tool" in details:
         assert info.value.details == {"index": 1, "tool": "fly"}
+
+
+# --- snapshot loading (prewarm at open, fill at tool time) ------------------------------------------
+
+class _Loader:
+    """A state loader double: fixed live values at one version; records each call."""
+
+    def __init__(self, values: dict, version: int) -> None:
+        self.values, self.version, self.calls = values, version, []
+
+    async def load(self, session_id, keys):
+        from pipelines.sgc.snapshot import LoadedState
+
+        self.calls.append((session_id, list(keys)))
+        return LoadedState(version=self.version, values={k: self.values[k] for k in keys if k in self.values})
+
+
+def test_prewarm_loads_the_keys_at_turn_zero() -> None:
+    import asyncio
+
+    from pipelines.sgc.snapshot import prewarm
+
+    loader = _Loader({"user_id": "u1", "opponent_id": "o9"}, version=4)
+    snap = asyncio.run(prewarm(loader, "s-1", ("user_id", "nope")))
+    assert loader.calls == [("s-1", ["user_id", "nope"])]
+    assert (snap.session_id, snap.version, snap.loaded_at_turn) == ("s-1", 4, 0)
+    assert snap.values() == {"user_id": "u1"}
+    assert snap.entries["user_id"].loaded_at_turn == 0 and snap.entries["user_id"].version == 4
+    assert snap.has("user_id") and not snap.has("nope")
+    assert asyncio.run(prewarm(loader, "s-1", ["user_id"], turn=2)).entries["user_id"].loaded_at_turn == 2
+
+
+def test_fill_loads_only_missing_keys_unless_refreshing() -> None:
+    import asyncio
+
+    from pipelines.sgc.snapshot import Snapshot, fill
+
+    snap = Snapshot.of({"user_id": "old"}, session_id="s-2", version=1, turn=0)
+    loader = _Loader({"user_id": "new", "opponent_id": "o9"}, version=3)
+    same = asyncio.run(fill(snap, loader, ["user_id"], turn=2))
+    assert same is snap and loader.calls == []  # nothing missing: no load
+    filled = asyncio.run(fill(snap, loader, ["user_id", "opponent_id"], turn=2))
+    assert loader.calls == [("s-2", ["opponent_id"])]
+    assert filled.values() == {"user_id": "old", "opponent_id": "o9"}
+    assert filled.entries["opponent_id"].loaded_at_turn == 2 and filled.version == 3
+    refreshed = asyncio.run(fill(snap, loader, ["user_id"], turn=5, refresh=True))
+    assert loader.calls[-1] == ("s-2", ["user_id"])
+    assert refreshed.value("user_id") == "new" and refreshed.entries["user_id"].loaded_at_turn == 5
+
+
+def test_phi_table_is_checked_only_with_both_labels_and_tools() -> None:
+    from pipelines.sgc.phi import load_phi_table
+
+    data = {"version": "p", "rows": [{"intent": "a", "sub_intent": "b", "tools": [{"tool": "t"}]}]}
+    assert load_phi_table(data, labels={}).version == "p"   # labels alone: no check
+    assert load_phi_table(data, tools=[]).version == "p"    # tools alone: no check
+    with pytest.raises(ConfigError, match="unknown intent"):
+        load_phi_table(data, labels={}, tools=[])

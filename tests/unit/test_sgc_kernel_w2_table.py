@@ -356,3 +356,43 @@ def test_ground_uses_the_given_catalogue_for_repairs() -> None:
     assert ground(slots, FACTS, "recommend", psi_table=TABLES.psi).slots.wanted_entities == ("Rockmole",)
     kept = ground(slots, FACTS, "recommend", psi_table=TABLES.psi, known_entities=[])
     assert kept.slots.style_prefs == ("rockmole",) and kept.repairs == ()
+
+
+def test_tier_table_missing_kinds_error_names_the_path() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_tier_table({"version": "t", "tiers": {"a": "hard"}}, kinds=["a", "b", "c"])
+    assert info.value.message == "tiers: tiers missing for conflict kinds ['b', 'c']"
+    assert info.value.details == {"path": "tiers.tiers"}
+    assert load_tier_table({"version": "t", "tiers": {"a": "hard"}}, kinds=["a"]).tiers == {"a": "hard"}
+
+
+# --- plan_conflicts: a domain's raw conflicts graded, then Ψ and the plan ---------------------
+
+def test_plan_conflicts_by_hand() -> None:
+    from pipelines.sgc.w2 import plan_conflicts
+
+    raw = [{"constraint_id": "want:A", "kind": "entity_not_owned", "entity": "A"},
+           {"constraint_id": "style:x", "kind": "style_unsupported", "detail": "x"}]
+    out = plan_conflicts(raw, "account", psi_table=TABLES.psi, tiers=TIERS, constraints=["want:A", "style:x", "want:B"])
+    assert out.conflicts == (c("want:A", "entity_not_owned", "hard", "A"),
+                             c("style:x", "style_unsupported", "hint", None, "x"))
+    assert out.psi.fired == ("praise_satisfied", "hard_requires_account", "hard_offers_guidance",
+                             "hint_flavor_only", "guidance_allowed")
+    assert out.plan.paragraphs == (P("constraint_account", "want:A"), P("guidance"), P("guidance", "want:A"),
+                                   P("praise", "want:B"), P("scene_flavor", "style:x"))
+    two = plan_conflicts(raw, "account", psi_table=TABLES.psi, tiers=TIERS, max_paragraphs=2)
+    assert set(two.plan.paragraphs) == {P("constraint_account", "want:A"), P("guidance", "want:A")}
+
+
+def test_plan_conflicts_keeps_graded_conflicts_and_refuses_ungraded_kinds() -> None:
+    from pipelines.sgc.w2 import plan_conflicts
+
+    given = c("want:A", "entity_not_owned", "soft", "A")  # already graded: kept as is
+    out = plan_conflicts([given], "meta", psi_table=TABLES.psi, tiers=TIERS)
+    assert out.conflicts == (given,) and out.psi.required == frozenset()
+    with pytest.raises(ConfigError) as info:
+        plan_conflicts([{"constraint_id": "x", "kind": "nope"}], "meta", psi_table=TABLES.psi, tiers=TIERS)
+    assert info.value.message == "conflict kind 'nope' is not graded by tiers 'coach-tiers-1'"
+    out = plan_conflicts([{"constraint_id": "x", "kind": "style_unsupported", "detail": None}], "meta",
+                         psi_table=TABLES.psi, tiers=TIERS)
+    assert out.conflicts == (c("x", "style_unsupported", "hint", None, ""),)

@@ -276,3 +276,63 @@ def test_reason_of(message: str | None, expected: str | None) -> None:
 def test_every_reason_is_unique_and_snake_case() -> None:
     assert len(el.REASONS) == len(set(el.REASONS)) == 22
     assert all(r.replace("_", "").isalpha() and r.islower() for r in el.REASONS)
+
+
+# --- the refusal texts (what the orchestrator reads in the observation) ----------------------
+
+def _refusal(fn, *args) -> tuple[str, dict]:
+    with pytest.raises((IneligibleAction, ToolError)) as info:
+        fn(*args)
+    return info.value.message, info.value.details
+
+
+def test_refusal_messages_and_details(world: RetailWorld) -> None:
+    order = world.orders["#W0000001"]
+    cases = [
+        ((el.require_confirmed, me()), ("the user has not explicitly confirmed this action [not_confirmed]",
+                                        {"reason": "not_confirmed"})),
+        ((el.require_authenticated, me(None)), ("the user has not been authenticated in this session "
+                                                "[not_authenticated]", {"reason": "not_authenticated"})),
+        ((el.require_user, me(), world, "ben_2"), ("requests about another user are not allowed [other_user]",
+                                                  {"reason": "other_user", "user_id": "ben_2"})),
+        ((el.require_user, me("ghost"), world, "ghost"), ("user 'ghost' not found [user_not_found]",
+                                                         {"reason": "user_not_found"})),
+        ((el.require_own_order, me(), world, "#W9"), ("order '#W9' not found [order_not_found]",
+                                                      {"reason": "order_not_found", "order_id": "#W9"})),
+        ((el.require_own_order, me(), world, "#W0000002"), (
+            "order #W0000002 does not belong to the authenticated user [order_not_owned]",
+            {"reason": "order_not_owned"})),
+        ((el.require_payment_method, world, "ana_1", "paypal_1"), (
+            "payment method 'paypal_1' is not the user's [payment_method_not_found]",
+            {"reason": "payment_method_not_found"})),
+        ((el.require_items_in_order, order, []), ("no items were given [empty_item_list]",
+                                                  {"reason": "empty_item_list"})),
+        ((el.require_items_in_order, order, ["9"]), ("item 9 is not in order #W0000001 [item_not_in_order]",
+                                                     {"reason": "item_not_in_order"})),
+        ((el.price_difference, world, order, ["1000000001"], []), (
+            "item_ids and new_item_ids must have the same length [item_count_mismatch]",
+            {"reason": "item_count_mismatch"})),
+        ((el.price_difference, world, order, ["1000000001"], ["1000000001"]), (
+            "new item 1000000001 is the same as the old one [same_item]", {"reason": "same_item"})),
+        ((el.price_difference, world, order, ["1000000001"], ["2000000001"]), (
+            "item 2000000001 is not a variant of product P1 [variant_not_in_product]",
+            {"reason": "variant_not_in_product"})),
+        ((el.price_difference, world, order, ["1000000001"], ["1000000003"]), (
+            "item 1000000003 is not available [variant_unavailable]", {"reason": "variant_unavailable"})),
+        ((el.authenticate, me(None), "nobody", world), ("user 'nobody' not found [user_not_found]",
+                                                        {"reason": "user_not_found"})),
+        ((el.authenticate, me("ana_1"), "ben_2"), (
+            "another user is already authenticated in this session [other_user]", {"reason": "other_user"})),
+    ]
+    for (fn, *args), expected in cases:
+        assert _refusal(fn, *args) == expected, fn.__name__
+
+
+def test_price_difference_rounds_to_cents(world: RetailWorld) -> None:
+    lamp = world.products["P1"]
+    lamp.variants["1000000002"] = lamp.variants["1000000002"].model_copy(update={"price": 10.0049})
+    assert el.price_difference(world, world.orders["#W0000001"], ["1000000001"], ["1000000002"]) == 0.0
+
+
+def test_nothing_to_pay_skips_even_a_negative_balance() -> None:
+    assert reason(el.require_gift_card_covers, GiftCard(id="gift_card_9", balance=-1.0), 0.0) is None
