@@ -151,6 +151,13 @@ def test_grounded_fields_give_ids_and_the_others_do_not() -> None:
     assert not c.write_executed()
 
 
+def test_w1_and_w3_context_is_not_grounded_but_w2_is() -> None:
+    # c1 (perceived intent) and c3 (guidance text) are model-side words; c2 (graded conflicts) is
+    # computed from live facts
+    c = contract(c1={"intent": "#W9000005"}, c2={"conflicts": ["#W1000007"]}, c3={"text": "#W9000006"})
+    assert c.allowed_ids() == {"#W1000007"}
+
+
 def test_money_keys_and_what_is_not_money() -> None:
     c = contract(
         user_state={"order.#W1.total": 15.75, "count": 3, "flag_refund": True, "price_text": "12.00",
