@@ -221,7 +221,7 @@ class TandemPipeline:
                     outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
                 else:
                     outcome = await orch.run(w1_messages, w1.out.raw or "<INTENT>other</INTENT>", intent,
-                                             sub_intent)
+                                             sub_intent, propose=then == "propose")
             ctx.stage_ms["orchestrate"] = (self.clock() - t2) * 1000
         except Stop as stop:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
@@ -346,14 +346,13 @@ class TandemPipeline:
                 yield ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
                                       params=vault.resolve(dict(outcome.card_params)))
             sentences: list[str] = []
-            if intent == "declined":
-                sentences = [d.texts.declined]
-            elif self._generates(outcome, facts, contract, intent, sub_intent):
+            if intent != "declined" and self._generates(outcome, facts, contract, intent, sub_intent):
                 async for sentence in self._generate(contract, gate, emit):
                     yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
                     sentences.append(sentence)
             if not sentences:
-                sentences = template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent)
+                sentences = ([d.texts.declined] if intent == "declined" else
+                             template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent))
                 for i, sentence in enumerate(sentences):
                     gate.add_trusted(sentence)
                     yield ReplyDelta(text=("" if i == 0 else " ") + vault.restore(sentence))
