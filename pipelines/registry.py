@@ -22,14 +22,11 @@ sgc_full
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.counters import Counters
-from pipelines.dr.fallback import Counters as DRCounters
-from pipelines.sgc_turn.counters import SgcCounters
 from pipelines.tandem.settings import TandemSettings
 
 __all__ = [
@@ -120,8 +117,6 @@ class KindRecord:
     domains: tuple[str, ...] | None  # None: any domain
     deployments: tuple[str, ...]
     build: Callable[[Any, Parts], Any]
-    counters: type = field(default=Counters)
-    metric_prefix: str = "tandem"
 
 
 def _prompting(s: PromptingConfig, p: Parts) -> Any:
@@ -171,13 +166,13 @@ def _tandem(s: TandemSettings, p: Parts) -> Any:
 
 KINDS: dict[str, KindRecord] = {
     "tandem": KindRecord("tandem", None, ("tools", "guardrails", "rule_kernels"), _tandem),
-    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr, DRCounters),
-    "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic, DRCounters),
-    "prompting": KindRecord("prompting", None, (), _prompting, DRCounters),
-    "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc, SgcCounters, "tandem_sgc"),
-    "sgc_w1": KindRecord("sgc_w1", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
-    "sgc_w1w2": KindRecord("sgc_w1w2", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
-    "sgc_full": KindRecord("sgc_full", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
+    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr),
+    "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic),
+    "prompting": KindRecord("prompting", None, (), _prompting),
+    "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc),
+    "sgc_w1": KindRecord("sgc_w1", ("coach",), ("tools", "rule_kernels"), _sgc),
+    "sgc_w1w2": KindRecord("sgc_w1w2", ("coach",), ("tools", "rule_kernels"), _sgc),
+    "sgc_full": KindRecord("sgc_full", ("coach",), ("tools", "rule_kernels"), _sgc),
 }
 
 

@@ -186,7 +186,7 @@ class DRPipeline:
             code = getattr(exc, "code", "model_timeout")
             fb = fallback("model_timeout" if code == "model_timeout" or isinstance(exc, TimeoutError) else "model_error",
                           f"generator: {code}")
-            self.counters.fallback(fb)
+            self.counters.fallback(fb.trigger, fb.cls)
             emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
             if outcome.fallback is None:
                 outcome.fallback = fb

@@ -137,7 +137,7 @@ class GuardGate:
         check = self.judge.check(sentence)
         if not check.violations:
             if self.mode == "enforce":
-                self.counters.guard("pass")
+                self.counters.guard("post", "pass")
             self.judge.accept(check)
             self.released.append(sentence)
             return sentence
@@ -149,7 +149,7 @@ class GuardGate:
             self.judge.accept(check)
             self.released.append(sentence)
             return sentence
-        self.counters.guard("block")
+        self.counters.guard("post", "block")
         for kind in check.violations:
             self.counters.blocked(kind)
         self.withheld.append({"kinds": check.violations, "unowned": check.unowned})

@@ -28,7 +28,7 @@ from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
 
 from .contract import ReplyContract, SgcSettings, observation_view, plan_messages
-from .counters import SgcCounters
+from .counters import SgcCounters, sgc_fallback
 from .guard import GuardGate, ReplyJudge
 from .pipeline import audit_facts_result
 from .ports import CoachTools
@@ -100,7 +100,7 @@ class PlanExecutePipeline:
                 with stage_span("plan", role="orchestrator", turn_id=ctx.turn_id):
                     plan = parse_plan(await collect(self.models.stream("orchestrator", call)), self.tool_names)
             except (UpstreamError, ValidationError, ValueError) as exc:
-                self.counters.fallback("plan_invalid")
+                sgc_fallback(self.counters, "plan_invalid")
                 meta["fallback"] = "plan_invalid"
                 ctx.status = "fallback"
                 emit("sgc.fallback", trigger="plan_invalid", detail=getattr(exc, "code", type(exc).__name__))

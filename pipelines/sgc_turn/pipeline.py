@@ -33,7 +33,7 @@ from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
 
 from .contract import C1, ReplyContract, SgcSettings, observation_view
-from .counters import SgcCounters
+from .counters import SgcCounters, sgc_fallback
 from .grounding import Grounding, run_w3
 from .guard import GuardGate, ReplyJudge
 from .perception import Perception, W1Bundle
@@ -196,7 +196,7 @@ class SgcPipeline:
 
     async def _fallback(self, ctx: TurnContext, meta: dict[str, Any], emit: Callable[..., None], trigger: str,
                         detail: str) -> AsyncIterator[ReplyDelta]:
-        self.counters.fallback(trigger)
+        sgc_fallback(self.counters, trigger)
         meta["fallback"] = trigger
         ctx.status = "fallback"
         emit("sgc.fallback", trigger=trigger, detail=detail)

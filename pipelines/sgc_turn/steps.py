@@ -13,7 +13,7 @@ from pipelines.sgc.w1 import ToolCall
 from pipelines.tools import ToolObservation
 
 from .contract import ReplyContract, SgcSettings, generator_messages
-from .counters import SgcCounters
+from .counters import SgcCounters, sgc_fallback
 from .guard import GuardGate
 from .ports import CoachTools
 
@@ -96,7 +96,7 @@ class Generation:
                         yield ReplyDelta(text=parts[-1])
         except UpstreamError as exc:
             self.failed = True
-            self.counters.fallback("model_error")
+            sgc_fallback(self.counters, "model_error")
             self.emit("sgc.fallback", trigger="model_error", stage="generate", code=exc.code)
         if not parts:
             self.failed = True
