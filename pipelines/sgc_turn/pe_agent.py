@@ -29,7 +29,7 @@ from pipelines.turn import TurnContext
 
 from .contract import ReplyContract, SgcSettings, observation_view, plan_messages
 from .counters import SgcCounters, sgc_fallback
-from .guard import GuardGate, ReplyJudge
+from .guard import ReplyJudge, guard_gate
 from .pipeline import audit_facts_result
 from .ports import CoachTools
 from .steps import Generation, call_tool, collect, next_turn_index
@@ -126,7 +126,7 @@ class PlanExecutePipeline:
             facts = await audit_facts_result(audit) if audit is not None else None
             gate = None
             if facts is not None:
-                gate = GuardGate(ReplyJudge(facts, contract), self.counters, emit, mode="observe",
+                gate = guard_gate(ReplyJudge(facts, contract), self.counters, emit, mode="observe",
                                  safe_unowned=s.safe_unowned, safe_contradiction=s.safe_contradiction)
             gen = Generation(self.models, s, self.counters, emit)
             t2 = self.clock()

@@ -332,7 +332,8 @@ class TandemPipeline:
                                   c1=c1, c2=c2, c3=c3, verified=verified)
         emit("contract.forward", contract=contract.model_dump(mode="json"))
         gate = SentenceGate([EchoJudge(_INTERNAL_TERMS), GuardrailsJudge(self.guardrails, contract.guard_view()),
-                             *d.reply_judges(facts, contract)], self.counters, emit, stage="post", safe="")
+                             *d.reply_judges(facts, contract)], self.counters, emit, stage="post", safe="",
+                            replacements=False)
         card_sent: str | None = None
         t3 = self.clock()
         with stage_span("generate", role="generator", turn_id=ctx.turn_id):

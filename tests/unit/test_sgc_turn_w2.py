@@ -53,7 +53,7 @@ def test_post_guard_withholds_an_unowned_recommendation():
     assert h.counters.get("blocked", "unowned_recommendation") == 1
     assert h.counters.get("guard", "post.block") == 1 and h.counters.get("guard", "post.pass") == 2
     block = [e for e in out.of("sgc.post_guard") if e["decision"] == "block"][0]
-    assert block["unowned"] == [unowned] and block["kinds"] == ["unowned_recommendation"]
+    assert block["details"] == [unowned] and block["kinds"] == ["unowned_recommendation"]
     assert out.ctx.meta["sgc"]["guard"]["withheld"] == 1
 
 

@@ -18,8 +18,6 @@ from typing import Any
 
 from pipelines.domain import CardSpec, DomainTexts, TurnFacts
 from pipelines.dr.ports import ToolCallResult, ToolSession
-from pipelines.gate import Judgement
-from pipelines.guardrails.post import Violation
 from pipelines.sgc.w2 import (
     LiveFacts,
     QuerySlots,
@@ -91,28 +89,6 @@ class CoachToolPort:
 
     async def live_facts(self, session_id: str) -> Any:
         return await self.coach.live_facts(session_id)
-
-
-class _OwnershipJudge:
-    """The coach's reply judge (ownership, forbidden praise, contradictions) as a gate judge."""
-
-    def __init__(self, facts: Any, contract_json: str, c2: Mapping[str, Any] | None) -> None:
-        from pipelines.sgc_turn.contract import C2, ReplyContract
-        from pipelines.sgc_turn.guard import ReplyJudge
-
-        plan = [p for p in (c2 or {}).get("plan") or []]
-        conflicts = [{k: c.get(k) for k in ("constraint_id", "kind", "tier", "entity", "detail")}
-                     for c in (c2 or {}).get("conflicts") or []]
-        contract = ReplyContract(user_text="", narration=contract_json[:4000],
-                                 c2=C2(conflicts=conflicts, plan=plan) if c2 else None)
-        self.reply_judge = ReplyJudge(facts, contract)
-
-    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
-        check = self.reply_judge.check(sentence)
-        if check.violations:
-            return Judgement(text=sentence, violations=[Violation(kind=v) for v in check.violations])
-        self.reply_judge.accept(check)
-        return Judgement(text=sentence)
 
 
 class DomainPack:
@@ -274,7 +250,15 @@ class DomainPack:
         live = facts.state.get("live") or {}
         coach_facts = CoachFacts.model_validate({"user_id": live.get("user_id"), "facts": live.get("facts") or {},
                                                  "known_skills": live.get("known_skills") or []})
-        return [_OwnershipJudge(coach_facts, contract.model_dump_json(), contract.c2)]
+        from pipelines.sgc_turn.contract import C2, ReplyContract
+        from pipelines.sgc_turn.guard import CoachJudge, ReplyJudge
+
+        c2 = contract.c2 or {}
+        conflicts = [{k: c.get(k) for k in ("constraint_id", "kind", "tier", "entity", "detail")}
+                     for c in c2.get("conflicts") or []]
+        view = ReplyContract(user_text="", narration=contract.model_dump_json(),
+                             c2=C2(conflicts=conflicts, plan=c2.get("plan") or []) if contract.c2 else None)
+        return [CoachJudge(ReplyJudge(coach_facts, view), safe_unowned="", safe_contradiction="")]
 
 
 def rule_tables_holder() -> Any:
