@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pipelines.errors import ToolError, ToolTimeout
 from pipelines.guardrails.ids import walk_strings
@@ -25,13 +25,11 @@ from pipelines.guardrails.post import Violation
 from .contract import EligibleAction, ObservationRecord
 from .decisions import Action, Select
 from .fallback import Fallback, fallback
-from .outcome import OrchestratorInput, Outcome
+from .outcome import Emit, OrchestratorInput, Outcome
+from .ports import ToolCallResult
 from .state import PendingAction
 
-if TYPE_CHECKING:
-    from .orchestrator import Emit, Orchestrator
-
-__all__ = ["Stop", "ActionHandler", "TRANSFER_REASONS"]
+__all__ = ["Stop", "ActionHandler", "LoopHost", "TRANSFER_REASONS"]
 
 TRANSFER_REASONS: dict[str, str] = {
     "user_requested_human": "user_request",
@@ -50,10 +48,26 @@ class Stop(Exception):
         self.fallback = fb
 
 
+class LoopHost(Protocol):
+    """What the terminal handlers need of the loop that runs them (the :class:`Orchestrator`)."""
+
+    domain: Any
+    tools: Any
+    counters: Any
+    settings: Any
+
+    def mid_block(self, emit: Emit, step: int, v: Violation) -> None: ...
+
+    async def run_tool(self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
+                       confirmed: bool = False) -> tuple[ToolCallResult, ObservationRecord]: ...
+
+    def candidates(self, inp: OrchestratorInput) -> list[str]: ...
+
+
 class ActionHandler:
     """Terminal decisions of the loop (and the two deterministic routes)."""
 
-    def __init__(self, orch: Orchestrator) -> None:
+    def __init__(self, orch: LoopHost) -> None:
         self.o = orch
 
     async def escalate(
