@@ -20,7 +20,11 @@ SESSION = "readme-alex"
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    yield from start_app(tmp_path_factory.mktemp("tandem-support"), {"pipeline": {"kind": "tandem"}})
+    # A generous deadline: a shared 2-core CI box can decode at a few tokens per second.
+    for running in start_app(tmp_path_factory.mktemp("tandem-support"),
+                             {"pipeline": {"kind": "tandem", "turn_deadline_s": 300}}):
+        running.turn("warm-up", "hello there")  # compiles the W1 grammar and the decision schemas once
+        yield running
 
 
 def _order_status(app, order_id: str) -> str:
