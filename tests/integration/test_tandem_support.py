@@ -95,3 +95,13 @@ def test_an_opening_without_identity_asks_for_it(app):
     clar = [e for e in events if e["type"] == "clarify"]
     assert clar and re.search(r"email|name|zip", clar[0]["question"], re.I)
     assert _order_status(app, "#W1000002") == "delivered"
+
+
+def test_the_sessions_decisions_replay_identically(app):
+    import asyncio
+
+    from serve.replay import replay_session
+    from serve.stores.sqlite import SQLiteSessionStore
+
+    rows = asyncio.run(replay_session(SESSION, SQLiteSessionStore(app.store_path), app.telemetry))
+    assert rows and all(r["identical"] for r in rows), rows
