@@ -6,8 +6,8 @@
 * **GPUs vs tensor parallelism** — every GPU model's ``tensor_parallel_size ×
   pipeline_parallel_size`` fits one pod of some worker group, and a model that
   asks for an accelerator type finds a group that advertises it.
-* **the head schedules nothing** — ``num-cpus: "0"`` on the head (and
-  ``num-gpus: "0"`` if it has GPUs); every deployment and placement bundle asks
+* **the head schedules nothing** (a cluster serving a Tandem app) — ``num-cpus: "0"``
+  on the head (and ``num-gpus: "0"`` if it has GPUs); every deployment and placement bundle asks
   for something only a worker has, and every custom resource asked for is
   advertised by some worker group.
 * **worker bounds** — ``minReplicas ≤ replicas ≤ maxReplicas``; a GPU request
@@ -89,7 +89,7 @@ def _groups(cluster: Mapping[str, Any], cpath: JsonPath, out: list[Issue]) -> tu
     return head, workers
 
 
-def _head_and_bounds(head: _Group, workers: list[_Group], out: list[Issue]) -> None:
+def _head(head: _Group, out: list[Issue]) -> None:
     if str(head.start.get("num-cpus")) != "0":
         out.append(Issue((*head.path, "rayStartParams", "num-cpus"),
                          f"the head must schedule nothing: set num-cpus to \"0\" (got {head.start.get('num-cpus')!r})",
@@ -97,6 +97,9 @@ def _head_and_bounds(head: _Group, workers: list[_Group], out: list[Issue]) -> N
     if head.gpus and str(head.start.get("num-gpus")) != "0":
         out.append(Issue((*head.path, "rayStartParams", "num-gpus"),
                          "the head has GPUs but must schedule nothing: set num-gpus to \"0\"", "cross"))
+
+
+def _bounds(workers: list[_Group], out: list[Issue]) -> None:
     for g in workers:
         lo, hi, n = g.spec.get("minReplicas"), g.spec.get("maxReplicas"), g.spec.get("replicas")
         if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
@@ -214,17 +217,23 @@ def _app_env(i: int, cfg: Any, workers: list[_Group], base: JsonPath, out: list[
 
 
 def cross_check(doc: Mapping[str, Any], view: ServeView | None) -> list[Issue]:
-    """Every cross-check of one RayService (with its Serve view) or RayCluster (``view`` None)."""
+    """Every cross-check of one RayService (with its Serve view) or RayCluster (``view`` None).
+
+    Worker bounds and GPU requests apply to any cluster; ports need a valid Serve
+    config; the rest needs a valid Tandem application in it.
+    """
     spec = _dict(doc.get("spec"))
     is_service = doc.get("kind") == "RayService"
     cpath: JsonPath = ("spec", "rayClusterConfig") if is_service else ("spec",)
     cluster = _dict(spec.get("rayClusterConfig")) if is_service else spec
     out: list[Issue] = []
     head, workers = _groups(cluster, cpath, out)
-    _head_and_bounds(head, workers, out)
+    _bounds(workers, out)
     if view is not None:
         base: JsonPath = ("spec", "serveConfigV2")
         _ports(doc, view, [head, *workers], out)
+        if view.apps:  # Tandem's rule for its clusters, not for every RayService
+            _head(head, out)
         for i, cfg in view.apps:
             _gpu_fit(i, cfg, workers, base, out)
             _placement(i, cfg, head, workers, base, out)

@@ -235,3 +235,27 @@ def test_quiet_prints_errors_only(tmp_path: Path, capsys: pytest.CaptureFixture[
     f.write_text(yaml.safe_dump({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}))
     assert main(["validate", "-q", str(f)]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_a_raycluster_is_checked_against_its_own_crd(rs: dict[str, Any]) -> None:
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "plain", "namespace": "tandem"}, "spec": copy.deepcopy(_cluster(rs))}
+    assert errors(cluster) == []
+    cluster["spec"]["workerGroupSpecs"][0]["minReplicas"] = cluster["spec"]["workerGroupSpecs"][0]["maxReplicas"] + 1
+    cluster["spec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] = "4"  # no Tandem app here: allowed
+    cluster["spec"]["enableInTreeAutoScaling"] = True
+    out = errors(cluster)
+    assert [line.split(": ")[2] for line in out] == [
+        "spec.enableInTreeAutoScaling", "spec.workerGroupSpecs[0].minReplicas"], out
+    assert out[0].startswith("m.yaml: document 1 (RayCluster plain): ")
+    cluster["apiVersion"] = "ray.io/v2"
+    [line] = errors(cluster)
+    assert "apiVersion: 'ray.io/v2' is not served by the CRD (served: v1, v1alpha1)" in line
+
+
+def test_the_head_rule_is_tandem_s_own(rs: dict[str, Any]) -> None:
+    _cluster(rs)["headGroupSpec"]["rayStartParams"]["num-cpus"] = "4"
+    [line] = errors(rs)
+    assert "headGroupSpec.rayStartParams.num-cpus: the head must schedule nothing" in line
+    edit_serve(rs, lambda c: c["applications"][0].update(import_path="other.app:build", args={}))
+    assert errors(rs) == []  # not a Tandem app: its cluster may schedule work on the head
