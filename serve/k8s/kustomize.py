@@ -21,8 +21,8 @@ overlays are built here, as kustomize v5 does, for these fields only:
 Patches run before images (kustomize's transformer order). Anything else —
 another field, a list inside a strategic-merge patch (kustomize merges lists by
 keys from OpenAPI schemas), another ``$patch`` directive, a remote resource —
-is refused with :class:`KustomizeError` rather than built differently than
-kustomize would. Pipe a real build instead: ``kustomize build DIR | tandem k8s validate -``.
+is refused with :class:`~pipelines.errors.ConfigError` rather than built
+differently than kustomize would. Pipe a real build instead: ``kustomize build DIR | tandem k8s validate -``.
 """
 
 from __future__ import annotations
@@ -38,17 +38,13 @@ import yaml
 
 from pipelines.errors import ConfigError
 
-__all__ = ["Build", "KustomizeError", "build", "find_kustomization", "KUSTOMIZATION_FILES"]
+__all__ = ["Build", "build", "find_kustomization", "KUSTOMIZATION_FILES"]
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 _SUPPORTED = {"apiVersion", "kind", "resources", "patches", "images"}
 _SELECTOR = {"group", "version", "kind", "name", "namespace"}
 _IMAGE = {"name", "newName", "newTag", "digest"}
 _TAG = r"(:[a-zA-Z0-9_.{}-]*)?(@sha256:[a-zA-Z0-9_.{}-]*)?"
-
-
-class KustomizeError(ConfigError):
-    """A kustomization that cannot be built (or not faithfully by this builder)."""
 
 
 @dataclasses.dataclass
@@ -71,15 +67,15 @@ def _read_yaml(path: Path) -> list[Any]:
     try:
         return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except (OSError, yaml.YAMLError) as exc:
-        raise KustomizeError(f"{path}: {exc}") from exc
+        raise ConfigError(f"{path}: {exc}") from exc
 
 
 def _inside(root: Path, rel: str, what: str) -> Path:
     if "://" in rel or rel.startswith("github.com/"):
-        raise KustomizeError(f"{root}: remote {what} {rel!r} is not supported")
+        raise ConfigError(f"{root}: remote {what} {rel!r} is not supported")
     path = (root / rel).resolve()
     if not path.is_relative_to(root.resolve()):
-        raise KustomizeError(f"{root}: {what} {rel!r} is outside the kustomization's folder "
+        raise ConfigError(f"{root}: {what} {rel!r} is outside the kustomization's folder "
                              "(kustomize's load restrictor refuses it)")
     return path
 
@@ -95,14 +91,14 @@ def build(folder: str | Path) -> Build:
     root = Path(folder)
     kfile = find_kustomization(root)
     if kfile is None:
-        raise KustomizeError(f"{root}: no {KUSTOMIZATION_FILES[0]}")
+        raise ConfigError(f"{root}: no {KUSTOMIZATION_FILES[0]}")
     k = _read_yaml(kfile)
     if len(k) != 1 or not isinstance(k[0], dict):
-        raise KustomizeError(f"{kfile}: expected one mapping")
+        raise ConfigError(f"{kfile}: expected one mapping")
     spec = k[0]
     unsupported = sorted(set(spec) - _SUPPORTED)
     if unsupported:
-        raise KustomizeError(f"{kfile}: {', '.join(unsupported)} not supported by the built-in builder; "
+        raise ConfigError(f"{kfile}: {', '.join(unsupported)} not supported by the built-in builder; "
                              f"pipe a real build: kustomize build {root} | tandem k8s validate -")
     files = {kfile.resolve()}
     docs: list[dict[str, Any]] = []
@@ -119,9 +115,9 @@ def build(folder: str | Path) -> Build:
     seen: set[tuple[str, str, str, str]] = set()
     for d in docs:
         if not isinstance(d, dict) or "kind" not in d:
-            raise KustomizeError(f"{kfile}: a resource is not a Kubernetes object: {str(d)[:80]}")
+            raise ConfigError(f"{kfile}: a resource is not a Kubernetes object: {str(d)[:80]}")
         if _id(d) in seen:
-            raise KustomizeError(f"{kfile}: two resources with the id {_id(d)}")
+            raise ConfigError(f"{kfile}: two resources with the id {_id(d)}")
         seen.add(_id(d))
     for n, entry in enumerate(spec.get("patches") or []):
         docs = _patch(root, kfile, n, entry, docs, files)
@@ -136,7 +132,7 @@ def build(folder: str | Path) -> Build:
 def _select(docs: list[dict[str, Any]], target: Mapping[str, Any], where: str) -> list[int]:
     bad = sorted(set(target) - _SELECTOR)
     if bad:
-        raise KustomizeError(f"{where}: target field(s) {', '.join(bad)} not supported")
+        raise ConfigError(f"{where}: target field(s) {', '.join(bad)} not supported")
     hits = []
     for i, d in enumerate(docs):
         group, kind, ns, name = _id(d)
@@ -152,9 +148,9 @@ def _patch(root: Path, kfile: Path, n: int, entry: Mapping[str, Any], docs: list
     where = f"{kfile}: patches[{n}]"
     extra = sorted(set(entry) - {"path", "patch", "target"})
     if extra:
-        raise KustomizeError(f"{where}: {', '.join(extra)} not supported")
+        raise ConfigError(f"{where}: {', '.join(extra)} not supported")
     if ("path" in entry) == ("patch" in entry):
-        raise KustomizeError(f"{where}: give exactly one of path and patch")
+        raise ConfigError(f"{where}: give exactly one of path and patch")
     if "path" in entry:
         path = _inside(root, entry["path"], "patch")
         files.add(path)
@@ -163,18 +159,18 @@ def _patch(root: Path, kfile: Path, n: int, entry: Mapping[str, Any], docs: list
     else:
         parsed = [d for d in yaml.safe_load_all(entry["patch"]) if d is not None]
     if len(parsed) != 1:
-        raise KustomizeError(f"{where}: expected one patch document, found {len(parsed)}")
+        raise ConfigError(f"{where}: expected one patch document, found {len(parsed)}")
     body, target = parsed[0], entry.get("target")
     if isinstance(body, list):
         if not isinstance(target, Mapping):
-            raise KustomizeError(f"{where}: a JSON6902 patch needs a target")
+            raise ConfigError(f"{where}: a JSON6902 patch needs a target")
         return _json6902(docs, body, _select(docs, target, where), where)
     if not isinstance(body, dict):
-        raise KustomizeError(f"{where}: neither a strategic-merge nor a JSON6902 patch")
+        raise ConfigError(f"{where}: neither a strategic-merge nor a JSON6902 patch")
     hits = _select(docs, target, where) if isinstance(target, Mapping) else [
         i for i, d in enumerate(docs) if _id(d) == _id(body)]
     if not hits:
-        raise KustomizeError(f"{where}: matches no resource")
+        raise ConfigError(f"{where}: matches no resource")
     if body.get("$patch") == "delete":
         return [d for i, d in enumerate(docs) if i not in hits]
     change = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
@@ -190,13 +186,13 @@ def _json6902(docs: list[dict[str, Any]], ops: list[Any], hits: list[int], where
     import jsonpatch
 
     if not hits:
-        raise KustomizeError(f"{where}: matches no resource")
+        raise ConfigError(f"{where}: matches no resource")
     try:
         patch = jsonpatch.JsonPatch(ops)
         for i in hits:
             docs[i] = patch.apply(docs[i])
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
-        raise KustomizeError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(f"{where}: {type(exc).__name__}: {exc}") from exc
     return docs
 
 
@@ -204,9 +200,9 @@ def _merge(target: dict[str, Any], patch: Mapping[str, Any], where: str, path: t
     for key, value in patch.items():
         at = ".".join((*path, str(key)))
         if str(key).startswith("$"):
-            raise KustomizeError(f"{where}: directive {key!r} at {at} not supported")
+            raise ConfigError(f"{where}: directive {key!r} at {at} not supported")
         if isinstance(value, list) or (isinstance(value, dict) and _has_list(value)):
-            raise KustomizeError(f"{where}: a list at {at}: kustomize merges lists by schema keys; "
+            raise ConfigError(f"{where}: a list at {at}: kustomize merges lists by schema keys; "
                                  "use a JSON6902 patch for lists")
         if value is None:
             target.pop(key, None)
@@ -239,7 +235,7 @@ def _split(image: str) -> tuple[str, str, str]:
 def _images(kfile: Path, entry: Mapping[str, Any], docs: list[dict[str, Any]]) -> None:
     extra = sorted(set(entry) - _IMAGE)
     if extra or "name" not in entry:
-        raise KustomizeError(f"{kfile}: images entry {dict(entry)}: needs name; {', '.join(extra)} not supported")
+        raise ConfigError(f"{kfile}: images entry {dict(entry)}: needs name; {', '.join(extra)} not supported")
     pattern = re.compile("^" + re.escape(str(entry["name"])) + _TAG + "$")
 
     def update(image: str) -> str:

@@ -28,7 +28,7 @@ import yaml
 from pipelines.errors import ConfigError
 from serve.k8s.crosscheck import cross_check
 from serve.k8s.issues import Issue, JsonPath
-from serve.k8s.kustomize import KustomizeError, build, find_kustomization
+from serve.k8s.kustomize import build, find_kustomization
 from serve.k8s.schemas import core_issues, crd_issues, crd_served_versions
 from serve.k8s.serveconfig import serve_config_issues
 
@@ -93,7 +93,7 @@ def _build(folder: Path) -> tuple[Source, set[Path]]:
     label = f"{folder} (kustomize build)"
     try:
         b = build(folder)
-    except KustomizeError as exc:
+    except ConfigError as exc:
         return Source(label, [], [Issue((), exc.message, "kustomize")]), set()
     return Source(label, list(b.documents)), b.files
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from pipelines.errors import ConfigError
 from serve.k8s.cli import main
-from serve.k8s.kustomize import KustomizeError, build
+from serve.k8s.kustomize import build
 from serve.k8s.render import render_rayservice, render_redis, render_serve_config_patch
 from serve.k8s.validate import Source, validate_documents
 
@@ -148,7 +149,7 @@ def test_a_strategic_merge_patch_without_target_matches_by_id_only(tmp_path: Pat
     patch = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}  # no namespace
     root = _tree(tmp_path, {"resources": ["cms.yaml"], "patches": [{"path": "p.yaml"}]},
                  {"cms.yaml": [_cm("a")], "p.yaml": patch})
-    with pytest.raises(KustomizeError, match="matches no resource"):
+    with pytest.raises(ConfigError, match="matches no resource"):
         build(root)
 
 
@@ -161,7 +162,7 @@ def test_json6902_with_a_test_guard(tmp_path: Path) -> None:
     docs = build(root).documents
     assert [d["data"] for d in docs] == [{"k": "w", "n": "1"}, {"k": "w", "n": "1"}, {"k": "v"}]
     (tmp_path / "cms.yaml").write_text(yaml.safe_dump_all([_cm("a1", k="other")]))
-    with pytest.raises(KustomizeError, match=r"patches\[0\] \(ops.yaml\)"):
+    with pytest.raises(ConfigError, match=r"patches\[0\] \(ops.yaml\)"):
         build(root)  # the guard fails: nothing is patched blindly
 
 
@@ -204,5 +205,5 @@ def test_what_it_would_build_differently_is_refused(tmp_path: Path, kustomizatio
     root.mkdir()
     (tmp_path / "outside.yaml").write_text(yaml.safe_dump(_cm("o")))
     _tree(root, kustomization, files)
-    with pytest.raises(KustomizeError, match=message):
+    with pytest.raises(ConfigError, match=message):
         build(root)
