@@ -144,8 +144,17 @@ class Domain(Protocol):
         """The W2 slot model's JSON schema (``None``: no slot call)."""
         ...
 
-    def slot_candidates(self, slots: Mapping[str, Any], user_texts: Sequence[str]) -> dict[str, list[str]]:
-        """The slot model's proposals that are grounded in the user's own words."""
+    def absorb_slots(self, slots: Mapping[str, Any], facts: TurnFacts) -> dict[str, list[str]]:
+        """Keep what the pack needs of the slot model's output; return its proposals that are grounded
+        in the user's own words (candidates by kind)."""
+        ...
+
+    async def prepare(self, facts: TurnFacts, tools: Any) -> None:
+        """Read what the turn needs from live state before W1 (no-op for a pack whose state is in the history)."""
+        ...
+
+    def constraints(self, facts: TurnFacts) -> list[str]:
+        """Every constraint id the user expressed this turn (Ψ may praise the satisfied ones)."""
         ...
 
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
@@ -167,6 +176,10 @@ class Domain(Protocol):
 
     def needs_slots(self, facts: TurnFacts) -> bool:
         """Whether this turn's W2 slot call can add a candidate the extractors missed."""
+        ...
+
+    def answer_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
+        """The answer path's template sentences, from the forward contract alone."""
         ...
 
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:

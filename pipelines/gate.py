@@ -23,6 +23,7 @@ and withheld sentences logged (``gate.block`` events).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -48,6 +49,8 @@ __all__ = [
     "GateCounters",
 ]
 
+logger = logging.getLogger("tandem.gate")
+
 
 class Judgement(BaseModel):
     """One judge's verdict on a sentence (``text`` is the form to release when it passes)."""
@@ -56,6 +59,7 @@ class Judgement(BaseModel):
 
     text: str
     violations: list[Violation] = Field(default_factory=list)
+    replacement: str = Field("", description="The judge's own safe wording for this violation (else the gate's).")
 
 
 @runtime_checkable
@@ -72,21 +76,38 @@ class GateCounters(Protocol):
 
     def blocked(self, kind: str) -> None: ...
 
+    def delivered_violation(self, kind: str) -> None: ...
+
 
 class SentenceGate:
-    """Releases sentences through its judges (see module docstring)."""
+    """Releases sentences through its judges (see module docstring).
+
+    ``mode="observe"`` (the audit of an unguarded ablation rung) releases every
+    sentence unchanged and counts its violations as delivered. ``event`` /
+    ``source`` name the logged event of a decision (``gate.block`` by default);
+    ``replacements=False`` ignores the judges' own safe wordings (a withheld
+    sentence is then dropped, or replaced by the gate's ``safe``).
+    A judge with an ``accept(judgement)`` method is told about every sentence
+    that was released (so a judge can remember what the reply already said).
+    """
 
     def __init__(self, judges: Sequence[Any], counters: GateCounters, emit: Callable[..., None], *,
-                 stage: str, safe: str, fail_closed: str | None = None) -> None:
+                 stage: str, safe: str, fail_closed: str | None = None, mode: str = "enforce",
+                 event: str = "gate.block", source: str = "", replacements: bool = True) -> None:
         self.judges = list(judges)
         self.counters = counters
         self.emit = emit
         self.stage = stage
         self.safe = safe
         self.fail_closed = safe if fail_closed is None else fail_closed
+        self.mode = mode
+        self.event = event
+        self.source = source
+        self.replacements = replacements
         self.released: list[str] = []
         self.withheld = 0
         self.replaced = 0
+        self.kinds: list[str] = []
 
     @property
     def text(self) -> str:
@@ -102,37 +123,68 @@ class SentenceGate:
         self.released.append(text)
         self.replaced += 1
 
+    def _accepted(self, verdicts: list[tuple[Any, Judgement]]) -> None:
+        for judge, verdict in verdicts:
+            accept = getattr(judge, "accept", None)
+            if accept is not None:
+                accept(verdict)
+
+    def _log(self, decision: str, violations: list[Violation], sentence: str) -> None:
+        fields: dict[str, Any] = {"stage": self.stage, "decision": decision, "kinds": [v.kind for v in violations],
+                                  "details": [v.detail for v in violations],
+                                  "sentence": normalize_text(sentence)[:300]}
+        if self.source:
+            fields["source"] = self.source
+        self.emit(self.event, **fields)
+
     async def release(self, sentence: str) -> str | None:
         """The text to deliver for ``sentence``: itself, the safe wording, or ``None``."""
         text = sentence
         violations: list[Violation] = []
         safe = self.safe
+        verdicts: list[tuple[Any, Judgement]] = []
         for judge in self.judges:
             try:
                 verdict = await judge.judge(text, self.released)
             except Exception as exc:  # fail closed: an unjudged sentence is never released
+                logger.warning("judge %s failed", type(judge).__name__, exc_info=exc)
                 violations = [Violation(kind="guard_unavailable", detail=type(exc).__name__)]
                 safe = self.fail_closed
                 break
+            verdicts.append((judge, verdict))
             if verdict.violations:
                 violations = list(verdict.violations)
+                safe = (verdict.replacement or safe) if self.replacements else safe
                 break
             text = verdict.text
         if not violations:
             self.counters.guard(self.stage, "pass")
+            self._accepted(verdicts)
             self.released.append(text)
             return text
+        self.kinds += [v.kind for v in violations if v.kind not in self.kinds]
+        if self.mode == "observe":
+            for v in violations:
+                self.counters.delivered_violation(v.kind)
+            self._log("observe", violations, sentence)
+            self._accepted(verdicts)
+            self.released.append(sentence)
+            return sentence
         self.withheld += 1
         self.counters.guard(self.stage, "block")
         for v in violations:
             self.counters.blocked(v.kind)
-        self.emit("gate.block", stage=self.stage, kinds=[v.kind for v in violations],
-                  details=[v.detail for v in violations], sentence=normalize_text(sentence)[:300])
+        self._log("block", violations, sentence)
         if not safe or (self.released and self.released[-1] == safe):
             return None
         self.released.append(safe)
         self.replaced += 1
         return safe
+
+    def summary(self) -> dict[str, Any]:
+        """What the gate did this turn (stored in the turn's meta)."""
+        return {"mode": self.mode, "released": len(self.released), "withheld": self.withheld,
+                "kinds": sorted(self.kinds)}
 
 
 class GuardrailsJudge:
@@ -144,7 +196,7 @@ class GuardrailsJudge:
 
     async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
         verdict = await self.guardrails.post(sentence, self.view, " ".join(released)[-120:])
-        return Judgement(text=verdict.text, violations=list(verdict.violations))
+        return Judgement(text=verdict.text, violations=list(verdict.violations), replacement=verdict.replacement)
 
 
 _OUTCOME = (r"(?:cancel\w*|refund\w*|send|sent|ship\w*|deliver\w*|replac\w*|fix\w*|credit\w*|return\w*|"

@@ -124,7 +124,8 @@ class RuleKernels(Protocol):
         """W3 for one turn: ``(pick, AnswerMeta JSON)``; ``seed`` defaults to the session id's seed."""
         ...
 
-    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str) -> dict[str, Any]:
+    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str,
+                         constraints: list[str] | None = None) -> dict[str, Any]:
         """W2 for a domain that found its own conflicts: ``ParagraphResult.model_dump(mode="json")``."""
         ...
 
@@ -235,9 +236,11 @@ class LocalRuleKernels:
                         psi_table=t.psi, tiers=t.tiers, max_paragraphs=self.max_paragraphs)
         return result.model_dump(mode="json")
 
-    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str) -> dict[str, Any]:
+    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str,
+                         constraints: list[str] | None = None) -> dict[str, Any]:
         t = self.holder.active
-        res = plan_conflicts(conflicts, intent, psi_table=t.psi, tiers=t.tiers, max_paragraphs=self.max_paragraphs)
+        res = plan_conflicts(conflicts, intent, psi_table=t.psi, tiers=t.tiers, constraints=constraints or (),
+                             max_paragraphs=self.max_paragraphs)
         return res.model_dump(mode="json")
 
     async def schedule(

@@ -39,6 +39,13 @@ class Offer:
     cards: dict[str, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
     clarify: list[str] = field(default_factory=list)
     select_ids: list[str] = field(default_factory=list)
+    respond: bool = True
+    select: bool = True
+
+    def proposal(self) -> Offer:
+        """Only the intent's cards (or a clarify about what they miss, or an escalation): Φ's ``propose``."""
+        return Offer(tools={}, cards=dict(self.cards), clarify=list(self.clarify), select_ids=[],
+                     respond=False, select=False)
 
     def summary(self) -> dict[str, Any]:
         return {"tools": sorted(self.tools), "cards": sorted(self.cards), "clarify": list(self.clarify),
@@ -86,14 +93,17 @@ def _obj(props: dict[str, Any]) -> dict[str, Any]:
 
 def decision_schema(offer: Offer) -> dict[str, Any]:
     """The JSON schema of one step: ``anyOf`` the offered decisions."""
-    branches = [_obj({"decision": {"const": n}, "args": s}) for n, s in sorted(offer.tools.items())]
-    branches.append(_obj({"decision": {"const": "respond"}}))
-    branches.append(_obj({"decision": {"const": "clarify"}, "about": {"enum": list(offer.clarify)}}))
-    entity: dict[str, Any] = ({"anyOf": [{"enum": list(offer.select_ids)}, {"type": "null"}]}
-                              if offer.select_ids else {"type": "null"})
-    branches.append(_obj({"decision": {"const": "select"}, "entity_id": entity}))
+    branches = []
     for cid, (_, schema) in sorted(offer.cards.items()):
         branches.append(_obj({"decision": {"const": "action"}, "card_id": {"const": cid}, "params": schema}))
+    branches += [_obj({"decision": {"const": n}, "args": s}) for n, s in sorted(offer.tools.items())]
+    if offer.respond:
+        branches.append(_obj({"decision": {"const": "respond"}}))
+    branches.append(_obj({"decision": {"const": "clarify"}, "about": {"enum": list(offer.clarify)}}))
+    if offer.select:
+        entity: dict[str, Any] = ({"anyOf": [{"enum": list(offer.select_ids)}, {"type": "null"}]}
+                                  if offer.select_ids else {"type": "null"})
+        branches.append(_obj({"decision": {"const": "select"}, "entity_id": entity}))
     branches.append(_obj({"decision": {"const": "escalate"}, "reason_code": {"enum": list(REASON_CODES)}}))
     return {"anyOf": branches}
 
@@ -113,12 +123,12 @@ def parse_decision(raw: str, offer: Offer) -> dict[str, Any]:
         if not isinstance(data.get("args", {}), dict):
             raise DecisionError(f"{kind}: args must be an object")
         return {"decision": kind, "args": dict(data.get("args", {}))}
-    if kind == "respond":
+    if kind == "respond" and offer.respond:
         return {"decision": "respond"}
     if kind == "clarify":
         about = data.get("about")
         return {"decision": "clarify", "about": about if about in offer.clarify else "details"}
-    if kind == "select":
+    if kind == "select" and offer.select:
         eid = data.get("entity_id")
         if eid is not None and eid not in offer.select_ids:
             raise DecisionError(f"select: {eid!r} is not selectable")

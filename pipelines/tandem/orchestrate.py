@@ -84,12 +84,24 @@ class Orchestrator:
 
     # -- the loop --------------------------------------------------------------------------
 
-    async def run(self, w1_messages: list[ChatMessage], w1_raw: str, intent: str, sub_intent: str) -> Outcome:
-        """The decision; never raises for model, tool or guard failures (they fall back)."""
+    async def run(self, w1_messages: list[ChatMessage], w1_raw: str, intent: str, sub_intent: str, *,
+                  propose: bool = False) -> Outcome:
+        """The decision; never raises for model, tool or guard failures (they fall back).
+
+        ``propose`` (Φ's ``then: propose``): one step that may only fill the intent's card,
+        ask for what it misses, or escalate; with no card fillable, the clarify needs no model.
+        """
         steps: list[tuple[str, str]] = []
         seen = 0
-        for step in range(1, self.s.max_steps + 1):
+        for step in range(1, (1 if propose else self.s.max_steps) + 1):
             offer = build_offer(self.domain, self.facts, intent=intent, sub_intent=sub_intent)
+            if propose:
+                offer = offer.proposal()
+                if not offer.cards:
+                    about = offer.clarify[0] if offer.clarify else "details"
+                    self.emit("tandem.step", step=step, raw="", offer=offer.summary(),
+                              decision={"decision": "clarify", "about": about}, error=None)
+                    return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), steps=0)
             new = self.facts.observations[seen:]
             seen = len(self.facts.observations)
             lines = [observation_line(seen - len(new) + i + 1, o) for i, o in enumerate(new)]

@@ -124,6 +124,7 @@ class TandemPipeline:
             facts.candidates.add_all(d.extract_candidates(text), "user")
         facts.candidates.add_all(d.fixed_candidates(), "record")
         d.restore(facts)
+        await d.prepare(facts, self.tools)
         pending = facts.state.get("pending")
         meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version}
         ctx.meta[META_KEY] = meta
@@ -220,7 +221,7 @@ class TandemPipeline:
                     outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
                 else:
                     outcome = await orch.run(w1_messages, w1.out.raw or "<INTENT>other</INTENT>", intent,
-                                             sub_intent)
+                                             sub_intent, propose=then == "propose")
             ctx.stage_ms["orchestrate"] = (self.clock() - t2) * 1000
         except Stop as stop:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
@@ -249,7 +250,7 @@ class TandemPipeline:
             self.counters.w2("slots_invalid")
             emit("tandem.w2.slots", ok=False, error=getattr(exc, "code", type(exc).__name__))
             return
-        found = d.slot_candidates(slots if isinstance(slots, dict) else {}, facts.user_texts)
+        found = d.absorb_slots(slots if isinstance(slots, dict) else {}, facts)
         facts.candidates.add_all(found, "user")
         self.counters.w2("slots_ok")
         emit("tandem.w2.slots", ok=True, proposed=slots, grounded=found)
@@ -280,9 +281,9 @@ class TandemPipeline:
         s, d = self.settings, self.domain
         c2 = c3 = None
         if s.w2:
-            raw = d.conflicts(facts)
             try:
-                res = await self.kernels.paragraphs(raw, intent or "other")
+                raw = d.conflicts(facts)
+                res = await self.kernels.paragraphs(raw, intent or "other", d.constraints(facts))
                 c2 = {"conflicts": res["conflicts"], "plan": res["plan"]["paragraphs"],
                       "psi_fired": list(res["psi"]["fired"])}
                 self.counters.w2("grounded")
@@ -331,7 +332,8 @@ class TandemPipeline:
                                   c1=c1, c2=c2, c3=c3, verified=verified)
         emit("contract.forward", contract=contract.model_dump(mode="json"))
         gate = SentenceGate([EchoJudge(_INTERNAL_TERMS), GuardrailsJudge(self.guardrails, contract.guard_view()),
-                             *d.reply_judges(facts, contract)], self.counters, emit, stage="post", safe="")
+                             *d.reply_judges(facts, contract)], self.counters, emit, stage="post", safe="",
+                            replacements=False)
         card_sent: str | None = None
         t3 = self.clock()
         with stage_span("generate", role="generator", turn_id=ctx.turn_id):
@@ -345,14 +347,13 @@ class TandemPipeline:
                 yield ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
                                       params=vault.resolve(dict(outcome.card_params)))
             sentences: list[str] = []
-            if intent == "declined":
-                sentences = [d.texts.declined]
-            elif self._generates(outcome, facts, contract, intent, sub_intent):
+            if intent != "declined" and self._generates(outcome, facts, contract, intent, sub_intent):
                 async for sentence in self._generate(contract, gate, emit):
                     yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
                     sentences.append(sentence)
             if not sentences:
-                sentences = template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent)
+                sentences = ([d.texts.declined] if intent == "declined" else
+                             template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent))
                 for i, sentence in enumerate(sentences):
                     gate.add_trusted(sentence)
                     yield ReplyDelta(text=("" if i == 0 else " ") + vault.restore(sentence))

@@ -133,11 +133,7 @@ def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, out
         out.append(t.get("executed" if oid else "executed_account", ""))
         out += _order_lines(texts, contract)
     elif not facts.refusals:
-        if any(o.tool.startswith("find_user") and o.ok for o in contract.prior_observations):
-            out.append(t.get("verified", ""))
-        out += _order_lines(texts, contract)
-        for s in contract.sources[:1]:
-            out.append(f"{s.title}: {s.snippet.split('. ')[0].rstrip('.')}.")
+        out += domain.answer_lines(facts, contract)
         direct = t.get(f"{intent}/{sub_intent}")
         if not out and direct:
             out.append(direct)

@@ -166,8 +166,14 @@ class SupportPack:
     def slot_schema(self) -> dict[str, Any] | None:
         return slot_schema()
 
-    def slot_candidates(self, slots: Mapping[str, Any], user_texts: Sequence[str]) -> dict[str, list[str]]:
-        return slot_candidates(slots, user_texts)
+    def absorb_slots(self, slots: Mapping[str, Any], facts: TurnFacts) -> dict[str, list[str]]:
+        return slot_candidates(slots, facts.user_texts)
+
+    async def prepare(self, facts: TurnFacts, tools: Any) -> None:
+        return None
+
+    def constraints(self, facts: TurnFacts) -> list[str]:
+        return []
 
     def needs_slots(self, facts: TurnFacts) -> bool:
         """The slot call only helps to find a name next to a zip the user typed, before verification."""
@@ -181,6 +187,19 @@ class SupportPack:
 
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
         return []
+
+    def answer_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
+        """A template answer from the contract: verification, order states, the top help article."""
+        t = self.texts.templates
+        out: list[str] = []
+        if any(o.tool.startswith("find_user") and o.ok for o in contract.prior_observations):
+            out.append(t["verified"])
+        for key, value in contract.user_state.items():
+            if key.startswith("order.") and key.endswith(".status"):
+                out.append(t["order_state"].format(order_id=key[6:-7], status=value))
+        for src in contract.sources[:1]:
+            out.append(f"{src.title}: {src.snippet.split('. ')[0].rstrip('.')}.")
+        return out
 
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
         state = self.state_of(facts)
@@ -272,3 +291,19 @@ def load_support_rule_tables(data: Any | None = None) -> Any:
     return load_rule_tables(support_rule_tables() if data is None else data, labels=W1_LABELS,
                             tools=build_registry().names(), conflict_kinds=CONFLICT_KINDS,
                             branches=set(BRANCH_OF_INTENT.values()))
+
+
+def load_rule_tables(data: Any | None = None) -> Any:
+    """The registry's name for :func:`load_support_rule_tables`."""
+    return load_support_rule_tables(data)
+
+
+def rule_tables_holder() -> Any:
+    """A hot-reload holder primed with the packaged support tables."""
+    from pipelines.sgc.tables import RuleTablesHolder
+
+    return RuleTablesHolder(support_rule_tables(), labels=W1_LABELS, tools=build_registry().names(),
+                            conflict_kinds=CONFLICT_KINDS, branches=set(BRANCH_OF_INTENT.values()))
+
+
+DomainPack = SupportPack
