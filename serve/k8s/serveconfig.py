@@ -65,34 +65,47 @@ def _field_names(model: type[BaseModel]) -> list[str]:
     return [*model.model_fields, *(f.alias for f in model.model_fields.values() if f.alias)]
 
 
-def _step(ann: Any, part: str | int) -> Any:
-    """The annotation one ``loc`` step below ``ann`` (a field, a dict value, a list item, a union tag)."""
+def _step(ann: Any, part: str | int) -> tuple[Any, bool]:
+    """The annotation one ``loc`` step below ``ann``, and whether the step was a union tag.
+
+    A step is a field, a dict value or a list item (in the document too), or the
+    tag pydantic puts in the loc of a discriminated union (not in the document).
+    """
     for m in _members(ann):
         if _is_model(m):
             for name, f in m.model_fields.items():
                 if part in (name, f.alias):
-                    return f.annotation
+                    return f.annotation, False
         origin = get_origin(m)
         if origin in (dict, collections.abc.Mapping) and isinstance(part, str) and get_args(m):
-            return get_args(m)[1]
+            return get_args(m)[1], False
         if origin in (list, tuple, collections.abc.Sequence) and isinstance(part, int) and get_args(m):
-            return get_args(m)[0]
-    for m in _members(ann):  # a tagged union puts the tag (or the class name) in the loc
+            return get_args(m)[0], False
+    for m in _members(ann):
         if _is_model(m) and (part == m.__name__ or any(
                 part in get_args(f.annotation) for f in m.model_fields.values()
                 if get_origin(f.annotation) is typing.Literal)):
-            return m
-    return None
+            return m, True
+    return None, False
+
+
+def _resolve(root: type[BaseModel], loc: JsonPath) -> tuple[JsonPath, Any]:
+    """The document path of a pydantic ``loc`` (union tags dropped) and the annotation it ends at."""
+    ann: Any = root
+    path: list[str | int] = []
+    for n, part in enumerate(loc):
+        if ann is None:
+            return (*path, *loc[n:]), None
+        ann, tag = _step(ann, part)
+        if not tag:
+            path.append(part)
+    return tuple(path), ann
 
 
 def allowed_keys(root: type[BaseModel], loc: JsonPath) -> list[str]:
     """The keys the model at ``loc`` below ``root`` accepts ([] when the loc leads elsewhere)."""
-    ann: Any = root
-    for part in loc:
-        ann = _step(ann, part)
-        if ann is None:
-            return []
-    return [k for m in _members(ann) if _is_model(m) for k in _field_names(m)]
+    ann = _resolve(root, loc)[1]
+    return [k for m in _members(ann) if _is_model(m) for k in _field_names(m)] if ann is not None else []
 
 
 def pydantic_issues(exc: ValidationError, root: type[BaseModel], prefix: JsonPath, check: str) -> list[Issue]:
@@ -100,20 +113,22 @@ def pydantic_issues(exc: ValidationError, root: type[BaseModel], prefix: JsonPat
     out = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
-        value = err.get("input")
+        path, _ = _resolve(root, loc)
+        value, ctx = err.get("input"), err.get("ctx") or {}
         if err["type"] == "extra_forbidden":
             key = str(loc[-1])
-            out.append(Issue((*prefix, *loc), f"unknown field {key!r}", check,
+            out.append(Issue((*prefix, *path), f"unknown field {key!r}", check,
                              suggestion=did_you_mean(key, allowed_keys(root, loc[:-1]))))
             continue
-        message = err["msg"]
-        suggestion = None
+        message, suggestion = err["msg"], None
         if err["type"] in ("literal_error", "enum") and isinstance(value, str):
-            options = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
-            suggestion = did_you_mean(value, options)
-        if err["type"] != "missing" and not isinstance(value, dict | list):
+            suggestion = did_you_mean(value, re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
+        if err["type"] == "union_tag_invalid":  # a discriminated union: the tag's own key is the place
+            path = (*path, str(ctx.get("discriminator", "")).strip("'"))
+            suggestion = did_you_mean(str(ctx.get("tag")), re.findall(r"'([^']*)'", str(ctx.get("expected_tags"))))
+        elif err["type"] != "missing" and not isinstance(value, dict | list):
             message += f" (got {short(value)})"
-        out.append(Issue((*prefix, *loc), message, check, suggestion=suggestion))
+        out.append(Issue((*prefix, *path), message, check, suggestion=suggestion))
     return out
 
 

@@ -108,6 +108,18 @@ def test_cpu_dev_overlay_is_the_embedded_profile_on_cpus_only(overlays: dict[str
     assert redis["resources"]["limits"] == {"cpu": "500m", "memory": "1Gi"}
 
 
+def test_cpu_dev_runs_the_embedded_profile_s_app() -> None:
+    from serve.config import load_serve_file
+
+    dev = load_serve_file(CPU_DEV).applications[0].args
+    embedded = load_serve_file(ROOT / "configs" / "embedded.yaml").applications[0].args
+    for section in ("models", "roles", "pipeline", "domain"):
+        assert getattr(dev, section) == getattr(embedded, section), section
+    # what a cluster needs instead: secrets from the environment, sessions shared by every pod
+    assert dev.auth.enabled and dev.auth.api_keys_env and dev.store.kind == "redis" and dev.store.url_env
+    assert load_serve_file(CPU_DEV).http_options.host == "0.0.0.0"
+
+
 def test_cpu_dev_serve_config_patch_is_rendered_from_the_profile(capsys: pytest.CaptureFixture[str]) -> None:
     path = K8S / "overlays" / "cpu-dev" / "serve-config.yaml"
     rel = "k8s/overlays/cpu-dev/serve-config.yaml"

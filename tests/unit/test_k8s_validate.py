@@ -124,6 +124,14 @@ def test_a_value_typo_names_the_value_and_the_closest_allowed_one(rs: dict[str, 
     assert "'EveryNod'" in line and "(did you mean 'EveryNode'?)" in line
 
 
+def test_a_pipeline_kind_typo_names_the_kind_key(rs: dict[str, Any]) -> None:
+    kind = args(serve_config(rs))["pipeline"]["kind"]
+    edit_serve(rs, lambda c: args(c)["pipeline"].update(kind=kind[:-1]))
+    [line] = errors(rs)
+    assert "spec.serveConfigV2.applications[0].args.pipeline.kind: " in line
+    assert f"{kind[:-1]!r}" in line and f"(did you mean {kind!r}?) [tandem]" in line
+
+
 def test_several_problems_in_one_document_are_all_reported(rs: dict[str, Any]) -> None:
     _cluster(rs)["enableInTreeAutoScaling"] = True
     _cluster(rs)["workerGroupSpecs"][1]["maxReplicas"] = 2**31  # over int32
