@@ -63,9 +63,14 @@ class ModuleScore:
         return sum(n for status, n in self.counts.items() if status in KILLED)
 
     @property
+    def unchecked(self) -> int:
+        """Mutants an interrupted run did not reach (left out of the score, shown apart)."""
+        return self.counts.get("not checked", 0)
+
+    @property
     def scored(self) -> int:
-        """Mutants the score counts: all but the equivalent and the skipped ones."""
-        return self.total - self.equivalent - self.counts.get("skipped", 0)
+        """Mutants the score counts: all but the equivalent, skipped and unchecked ones."""
+        return self.total - self.equivalent - self.counts.get("skipped", 0) - self.unchecked
 
     @property
     def score(self) -> float:
@@ -159,9 +164,9 @@ def tally(mutants_dir: Path, equivalent: dict[str, str]) -> dict[str, ModuleScor
         for name, code in sorted(codes.items(), key=lambda kv: _natural(kv[0])):
             status = _status(code)
             counts[status] += 1
-            if status in KILLED:
+            if status in KILLED or status == "not checked":
                 continue
-            if name in equivalent and status != "not checked":
+            if name in equivalent:
                 score.equivalent += 1
             else:
                 score.survivors.append(name)
@@ -217,18 +222,22 @@ def _diffs(work: Path, names: list[str]) -> dict[str, str]:
 def _report(scores: dict[str, ModuleScore], diffs: dict[str, str], out: Path, profile: Profile,
             seconds: float) -> list[str]:
     lines = [f"mutation profile {profile.name}: {len(scores)} modules, {seconds:.0f} s"]
-    lines.append(f"{'module':48} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>4} {'score':>6}")
+    lines.append(f"{'module':48} {'mutants':>7} {'unchecked':>9} {'killed':>6} {'equiv':>5} {'left':>4} {'score':>6}")
     low: list[str] = []
     for mod, s in sorted(scores.items()):
         flag = "" if s.score >= THRESHOLD else "  < threshold"
+        if s.unchecked:
+            flag += "  (partial)"
         if flag:
             low.append(mod)
-        lines.append(f"{mod:48} {s.total:7d} {s.killed:6d} {s.equivalent:5d} {len(s.survivors):4d} "
-                     f"{100 * s.score:5.1f}%{flag}")
+        lines.append(f"{mod:48} {s.total:7d} {s.unchecked:9d} {s.killed:6d} {s.equivalent:5d} "
+                     f"{len(s.survivors):4d} {100 * s.score:5.1f}%{flag}")
     total = sum(s.total for s in scores.values())
     killed = sum(s.killed for s in scores.values())
     scored = sum(s.scored for s in scores.values())
-    lines.append(f"{'all':48} {total:7d} {killed:6d} {'':5} {'':4} {100 * killed / max(scored, 1):5.1f}%")
+    unchecked = sum(s.unchecked for s in scores.values())
+    lines.append(f"{'all':48} {total:7d} {unchecked:9d} {killed:6d} {'':5} {'':4} "
+                 f"{100 * killed / max(scored, 1):5.1f}%")
     print("\n".join(lines))
     md = ["# Surviving mutants (not listed as equivalent in tests/MUTATION.md)", ""]
     for _, s in sorted(scores.items()):
@@ -294,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if low:
             print(f"\nunder {100 * THRESHOLD:.0f} %: {', '.join(low)}", file=sys.stderr)
+            return 1
+        if any(s.unchecked for s in scores.values()):
+            print("\nthe run did not reach every mutant", file=sys.stderr)
             return 1
         if profile.name == "slice" and any(s.survivors for s in scores.values()):
             print("\nthe slice must kill every mutant not listed as equivalent", file=sys.stderr)
