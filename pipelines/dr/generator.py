@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from pipelines.guardrails import PostGuardView, SentenceSplitter, SentenceVerdict, Violation
 from pipelines.guardrails.pii import Vault
 from pipelines.protocols import ModelCall, ModelClient
+from pipelines.spans import guard_span
 
 from .contract import ForwardContract
 from .fallback import Counters
@@ -47,11 +48,14 @@ class ReleaseGate:
 
     async def release(self, sentence: str, *, source: str = "generator") -> str | None:
         """The text to deliver for ``sentence`` (itself, the safe wording, or ``None``)."""
-        try:
-            verdict = await self.guardrails.post(sentence, self.view, self.text[-120:])
-        except Exception as exc:  # fail closed: an unjudged sentence is never released
-            verdict = SentenceVerdict(text="", violations=[Violation(kind="guard_unavailable", detail=type(exc).__name__)],
-                                      replacement=self.fail_closed)
+        with guard_span("post", text=sentence, source=source) as g:
+            try:
+                verdict = await self.guardrails.post(sentence, self.view, self.text[-120:])
+            except Exception as exc:  # fail closed: an unjudged sentence is never released
+                verdict = SentenceVerdict(text="", violations=[Violation(kind="guard_unavailable", detail=type(exc).__name__)],
+                                          replacement=self.fail_closed)
+            g.decision("block" if verdict.violations else "pass", kinds=[v.kind for v in verdict.violations],
+                       output=verdict.replacement if verdict.violations else verdict.text)
         if not verdict.violations:
             self.counters.guard("post", "pass")
             self.released.append(verdict.text)

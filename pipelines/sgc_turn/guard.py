@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.sgc.psi import DEFAULT_INCOMPATIBLE, Paragraph, check_paragraph_contradictions
+from pipelines.spans import guard_decision
 
 from .contract import ReplyContract
 from .counters import SgcCounters
@@ -135,6 +136,8 @@ class GuardGate:
     def release(self, sentence: str) -> str | None:
         """The text to deliver for ``sentence``: itself, a safe wording, or ``None``."""
         check = self.judge.check(sentence)
+        guard_decision("post", "pass" if not check.violations else self.mode if self.mode == "observe" else "block",
+                       kinds=check.violations, text=sentence, mode=self.mode)
         if not check.violations:
             if self.mode == "enforce":
                 self.counters.guard("pass")
