@@ -115,7 +115,8 @@ class PhoenixServer:
         """The spans Phoenix stored for ``trace_id`` in the project (REST ``/v1/projects/{p}/spans``)."""
         import httpx
 
-        r = httpx.get(f"{self.ui}/v1/projects/{self.project}/spans", params={"limit": limit}, timeout=10)
+        r = httpx.get(f"{self.ui}/v1/projects/{self.project}/spans",
+                      params={"limit": limit, "trace_id": trace_id}, timeout=10)
         if r.status_code == 404:  # no span has reached the project yet
             return []
         r.raise_for_status()

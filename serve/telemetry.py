@@ -117,6 +117,7 @@ class JsonlSpanExporter(SpanExporter):
 
 
 def export_mode() -> str:
+    """``batch`` (default) or ``sync`` from ``TANDEM_SPAN_EXPORT``; anything else is refused."""
     mode = os.environ.get(ENV_EXPORT, "batch").strip().lower() or "batch"
     if mode not in EXPORT_MODES:
         raise ValueError(f"{ENV_EXPORT} must be one of {EXPORT_MODES}, not {mode!r}")
