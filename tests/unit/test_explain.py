@@ -11,7 +11,16 @@ import pytest
 import yaml
 
 from pipelines.protocols import TurnRecord
-from serve.explain import Bar, draw_png, explain_turn, load_spans, main, pick_turn, render_waterfall, waterfall
+from serve.explain import (
+    Bar,
+    draw_png,
+    explain_turn,
+    load_spans,
+    main,
+    pick_turn,
+    render_waterfall,
+    waterfall,
+)
 
 MS = 1_000_000  # ns per ms
 TID = "ab" * 16
