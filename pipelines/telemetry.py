@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import secrets
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -100,10 +101,22 @@ _ATTR_KEYS = {
 }
 
 
+_MAYBE_PII = re.compile(r"[@\d]")  # every PII kind detect_pii knows needs an '@' or a digit
+_CLEAN: dict[str, None] = {}  # texts already found free of PII (prompts repeat every call); bounded
+_CLEAN_MAX = 256
+
+
 def safe_text(value: Any, limit: int = MAX_TEXT) -> str:
     """``value`` as text (JSON unless a string) with PII replaced by ``[KIND]``, at most ``limit`` chars."""
     text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-    found = detect_pii(text)
+    if text in _CLEAN or not _MAYBE_PII.search(text):
+        found = []
+    else:
+        found = detect_pii(text)
+        if not found:
+            if len(_CLEAN) >= _CLEAN_MAX:
+                _CLEAN.clear()
+            _CLEAN[text] = None
     if found:
         parts, last = [], 0
         for m in found:

@@ -214,3 +214,15 @@ def test_helpers_are_no_ops_without_a_provider() -> None:
         g.decision("pass")
         annotate(s, decision="d")
     assert not s.is_recording()
+
+
+def test_safe_text_remembers_only_clean_texts_and_stays_bounded() -> None:
+    ptel._CLEAN.clear()
+    assert safe_text("order 42 ships soon") == "order 42 ships soon"
+    assert "order 42 ships soon" in ptel._CLEAN
+    assert safe_text(f"mail {EMAIL}") == "mail [EMAIL]" and f"mail {EMAIL}" not in ptel._CLEAN
+    assert safe_text("no digits, no at-sign") == "no digits, no at-sign"
+    assert "no digits, no at-sign" not in ptel._CLEAN  # never scanned: nothing to remember
+    for i in range(ptel._CLEAN_MAX + 5):
+        safe_text(f"step {i}")
+    assert len(ptel._CLEAN) <= ptel._CLEAN_MAX
