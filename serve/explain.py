@@ -176,6 +176,8 @@ def explain_turn(record: TurnRecord, events: Sequence[dict[str, Any]], spans: Se
     out += [f"  {e['kind']:<20} {_fields(e, limit)}" for e in groups["contract"] if e.get("kind") != "contract.forward"]
     out += ["", "guard decisions"]
     out += [f"  {e.get('kind', '?'):<24} {_fields(e, limit)}" for e in groups["guard"]] or ["  (none logged)"]
+    out += ["", "model calls (LLM spans)"]
+    out += _model_calls(spans, limit) or ["  (none traced)"]
     out += ["", "delivered", f"  {safe_text(record.reply_text) or '(nothing)'}"]
     meta = next((v for v in record.meta.values() if isinstance(v, dict) and "path" in v), None)
     if meta:
@@ -189,6 +191,21 @@ def explain_turn(record: TurnRecord, events: Sequence[dict[str, Any]], spans: Se
                    + "  ".join(f"{k} {v:.1f} ms" for k, v in (t.get("stages") or {}).items()))
     out += render_waterfall(waterfall(spans), width=width)
     return "\n".join(out)
+
+
+def _model_calls(spans: Sequence[dict[str, Any]], limit: int) -> list[str]:
+    """One line per LLM span, in start order: role, model, tokens, first-token time, redacted output."""
+    rows = []
+    for sp in sorted(spans, key=lambda x: x.get("start_ns") or 0):
+        a = sp.get("attributes") or {}
+        if a.get("openinference.span.kind") != "LLM":
+            continue
+        ms = ((sp.get("end_ns") or 0) - (sp.get("start_ns") or 0)) / 1e6
+        tokens = f"{a.get('llm.token_count.prompt', '?')}+{a.get('llm.token_count.completion', '?')} tok"
+        rows.append(f"  {a.get('tandem.role', sp['name']):<14} {a.get('llm.model_name', '?')}  {tokens}  "
+                    f"first {a.get('tandem.first_token_ms', '?')} ms  total {ms:.1f} ms  "
+                    f"-> {safe_text(a.get('output.value', ''), limit=limit)}")
+    return rows
 
 
 def pick_turn(turns: Sequence[TurnRecord], which: str | None) -> TurnRecord:

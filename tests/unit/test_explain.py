@@ -36,7 +36,10 @@ def span(name: str, sid: str, parent: str | None, start_ms: float, end_ms: float
 SPANS = [
     span("tandem.generate", "c", "a", 50, 100),
     span("tandem.turn", "a", "p", 0, 100),  # its parent (the proxy) was not exported here: a root
-    span("tandem.llm.generator", "d", "c", 60, 90, "LLM", "ERROR"),
+    {**span("tandem.llm.generator", "d", "c", 60, 90, "LLM", "ERROR"),
+     "attributes": {"openinference.span.kind": "LLM", "tandem.role": "generator", "llm.model_name": "m-1",
+                    "llm.token_count.prompt": 40, "llm.token_count.completion": 9, "tandem.first_token_ms": 12.5,
+                    "output.value": "Done, jane@example.org."}},
     span("tandem.pre_guard", "b", "a", 0, 10, "GUARDRAIL"),
 ]
 
@@ -101,6 +104,8 @@ def test_explain_turn_tells_the_story_generically() -> None:
     guards = out[out.index("guard decisions"):out.index("delivered")]
     assert "dr.guard" in guards and "decision=block" in guards and "unknown_order_id" in guards
     assert "Done, [EMAIL]." in out and "jane@example.org" not in out
+    calls = out[out.index("model calls"):out.index("delivered")]
+    assert "generator      m-1  40+9 tok  first 12.5 ms  total 30.0 ms  -> Done, [EMAIL]." in calls
     assert "path=action_card  card_id=card.cancel_order" in out
     assert "first token 120.5 ms   end 900.0 ms   orchestrate 700.0 ms" in out
     assert any(line.strip().startswith("tandem.turn") and "██████████" in line for line in lines)
@@ -110,6 +115,7 @@ def test_explain_turn_without_events_or_spans() -> None:
     out = explain_turn(_record(meta={}), [], [], session_id="s1")
     assert "  I am [EMAIL]" in out.splitlines()  # the stored text, redacted here
     assert "(none logged)" in out and "(this pipeline logged none)" in out and "(no spans for this trace" in out
+    assert "(none traced)" in out
 
 
 def test_pick_turn() -> None:
