@@ -234,12 +234,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=40, help="waterfall width in characters")
     ns = ap.parse_args(argv)
 
+    from pipelines.errors import ConfigError
     from serve.config import load_serve_file
     from serve.ingress import make_store
     from serve.replay import load_events
     from serve.telemetry import telemetry_dir
 
-    args = load_serve_file(ns.config).applications[0].args
+    try:
+        args = load_serve_file(ns.config).applications[0].args
+    except ConfigError as exc:
+        print(f"error: {exc.message}")
+        return 2
     tele = Path(ns.telemetry or args.telemetry.jsonl_dir or telemetry_dir()).expanduser()
     try:
         turns = asyncio.run(make_store(args.store).get_history(ns.session_id))

@@ -161,3 +161,5 @@ def test_the_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["nobody", "--config", str(cfg), "--telemetry", str(tele)]) == 2
     assert "no stored turns" in capsys.readouterr().out
     assert main(["s1", "5", "--config", str(cfg), "--telemetry", str(tele)]) == 2
+    assert main(["s1", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read config" in capsys.readouterr().out
