@@ -102,7 +102,7 @@ class Parts:
 
     models: Any
     domain: str
-    tools: Any = None
+    tools: Any = None  # the one tool port (ToolRunner: call / precheck, with the domain's state methods)
     guardrails: Any = None
     kernels: Any = None
     counters: Any = None
@@ -110,6 +110,8 @@ class Parts:
 
 @dataclass(frozen=True)
 class KindRecord:
+    """One pipeline kind: where it runs, what it needs, how it is built, what it counts."""
+
     name: str
     domains: tuple[str, ...] | None  # None: any domain
     deployments: tuple[str, ...]
@@ -133,7 +135,7 @@ def _monolithic(s: MonolithicConfig, p: Parts) -> Any:
 
 
 def _dr(s: DRConfig, p: Parts) -> Any:
-    from pipelines.domains.support import build_support_domain
+    from pipelines.domains import load_domain
     from pipelines.dr.outcome import OrchestratorSettings
     from pipelines.dr.pipeline import DRPipeline, DRSettings
 
@@ -141,7 +143,7 @@ def _dr(s: DRConfig, p: Parts) -> Any:
                                 model_timeout_s=s.model_timeout_s, tool_timeout_s=s.tool_timeout_s)
     settings = DRSettings(orchestrator=orch, max_reply_tokens=s.max_reply_tokens, temperature=s.temperature,
                           seed=s.seed)
-    return DRPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings,
+    return DRPipeline(load_domain("support"), p.models, p.tools, p.guardrails, settings=settings,
                       counters=p.counters)
 
 

@@ -11,9 +11,11 @@ One (intent, sub-intent) may have several rows: they are *alternatives* tried in
 table order, and the first whose state is available hits (e.g. "look the order
 up when the user is verified, else look the user up by the email they typed").
 A miss then reports the first alternative's missing keys. A row may also carry
-``then`` — the turn's decision when the row hits (``respond``, or
-``clarify:<kind>``): a Φ hit that already answers the turn's need ends the
-decision without an orchestrator step.
+``then`` — the turn's decision when the row hits: ``respond`` or
+``clarify:<kind>`` (a Φ hit that already answers the turn's need ends the
+decision without an orchestrator step), or ``propose`` (the user asked for a
+change and the entity is known: the orchestrator may only fill the intent's
+card or ask for what is missing).
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ class PhiRow(TableConfig):
     tools: list[PhiTool] = Field(default_factory=list)
     requires_state: list[str] = Field(default_factory=list)
     then: str | None = Field(
-        None, pattern=r"^(respond|clarify:[a-z_]+)$",
-        description="The turn's decision when this row hits (no orchestrator step); None: orchestrate.",
+        None, pattern=r"^(respond|propose|clarify:[a-z_]+)$",
+        description="The turn's decision when this row hits: respond / clarify:<kind> (no orchestrator "
+        "step), propose (the orchestrator may only fill the intent's card or clarify); None: orchestrate.",
     )
 
     def state_keys(self) -> list[str]:

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.domain import TurnFacts
-from pipelines.dr.actions import TRANSFER_REASONS
 from pipelines.dr.contract import EligibleAction
 from pipelines.dr.fallback import Fallback, fallback
 from pipelines.dr.outcome import Outcome
@@ -84,12 +83,24 @@ class Orchestrator:
 
     # -- the loop --------------------------------------------------------------------------
 
-    async def run(self, w1_messages: list[ChatMessage], w1_raw: str, intent: str, sub_intent: str) -> Outcome:
-        """The decision; never raises for model, tool or guard failures (they fall back)."""
+    async def run(self, w1_messages: list[ChatMessage], w1_raw: str, intent: str, sub_intent: str, *,
+                  propose: bool = False) -> Outcome:
+        """The decision; never raises for model, tool or guard failures (they fall back).
+
+        ``propose`` (Φ's ``then: propose``): one step that may only fill the intent's card,
+        ask for what it misses, or escalate; with no card fillable, the clarify needs no model.
+        """
         steps: list[tuple[str, str]] = []
         seen = 0
-        for step in range(1, self.s.max_steps + 1):
+        for step in range(1, (1 if propose else self.s.max_steps) + 1):
             offer = build_offer(self.domain, self.facts, intent=intent, sub_intent=sub_intent)
+            if propose:
+                offer = offer.proposal()
+                if not offer.cards:
+                    about = offer.clarify[0] if offer.clarify else "details"
+                    self.emit("tandem.step", step=step, raw="", offer=offer.summary(),
+                              decision={"decision": "clarify", "about": about}, error=None)
+                    return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), steps=0)
             new = self.facts.observations[seen:]
             seen = len(self.facts.observations)
             lines = [observation_line(seen - len(new) + i + 1, o) for i, o in enumerate(new)]
@@ -148,10 +159,11 @@ class Orchestrator:
 
     async def escalate(self, reason_code: str) -> Outcome:
         """Hand over to a person: the transfer tool runs if the domain has one; its failure never blocks."""
-        if "transfer_to_human_agents" in self.domain.registry.tools:
+        tool = getattr(self.domain, "transfer_tool", None)
+        if tool and tool in self.domain.registry.tools:
             args = {"summary": (self.facts.user_text or "user asked for help")[:200],
-                    "reason_code": TRANSFER_REASONS.get(reason_code, "other")}
-            await self.caller.call("transfer_to_human_agents", args, step=0)
+                    "reason_code": self.domain.transfer_reasons.get(reason_code, "other")}
+            await self.caller.call(tool, args, step=0)
         self.counters.escalation(reason_code)
         return Outcome(path="escalate", escalation_reason=reason_code)
 

@@ -126,7 +126,7 @@ class TandemPipeline:
         d.restore(facts)
         await d.prepare(facts, self.tools)
         pending = facts.state.get("pending")
-        meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version}
+        meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": d.name}
         ctx.meta[META_KEY] = meta
         caller = ToolCaller(d, self.tools, facts, vault, locale=ctx.request.locale, timeout_s=s.tool_timeout_s,
                             counters=self.counters, emit=emit)
@@ -221,7 +221,7 @@ class TandemPipeline:
                     outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
                 else:
                     outcome = await orch.run(w1_messages, w1.out.raw or "<INTENT>other</INTENT>", intent,
-                                             sub_intent)
+                                             sub_intent, propose=then == "propose")
             ctx.stage_ms["orchestrate"] = (self.clock() - t2) * 1000
         except Stop as stop:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
@@ -261,12 +261,14 @@ class TandemPipeline:
         from pipelines.sgc.phi import phi_lookup
         from pipelines.sgc.snapshot import Snapshot
 
-        outcome = phi_lookup(tables.phi, intent, sub_intent, Snapshot.of(self.domain.snapshot_values(facts)))
+        snapshot = self.domain.snapshot_values(facts)
+        outcome = phi_lookup(tables.phi, intent, sub_intent, Snapshot.of(snapshot))
         if not (outcome.hit and outcome.tools):
             return False
         self.counters.dispatch("phi_fill")
         emit("tandem.phi", intent=intent, sub_intent=sub_intent, outcome=outcome.kind, fill=True,
-             tools=[c.tool for c in outcome.tools], then=outcome.then)
+             tools=[c.tool for c in outcome.tools], calls=[c.model_dump() for c in outcome.tools], then=outcome.then,
+             snapshot=snapshot, table_version=outcome.table_version)
         calls: list[ToolCall] = list(outcome.tools)
         results = await asyncio.gather(*(caller.raw(c.tool, dict(c.args), step=0) for c in calls))
         for c, r in zip(calls, results, strict=True):
@@ -332,7 +334,8 @@ class TandemPipeline:
                                   c1=c1, c2=c2, c3=c3, verified=verified)
         emit("contract.forward", contract=contract.model_dump(mode="json"))
         gate = SentenceGate([EchoJudge(_INTERNAL_TERMS), GuardrailsJudge(self.guardrails, contract.guard_view()),
-                             *d.reply_judges(facts, contract)], self.counters, emit, stage="post", safe="")
+                             *d.reply_judges(facts, contract)], self.counters, emit, stage="post", safe="",
+                            replacements=False)
         card_sent: str | None = None
         t3 = self.clock()
         with stage_span("generate", role="generator", turn_id=ctx.turn_id):
@@ -346,14 +349,13 @@ class TandemPipeline:
                 yield ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
                                       params=vault.resolve(dict(outcome.card_params)))
             sentences: list[str] = []
-            if intent == "declined":
-                sentences = [d.texts.declined]
-            elif self._generates(outcome, facts, contract, intent, sub_intent):
+            if intent != "declined" and self._generates(outcome, facts, contract, intent, sub_intent):
                 async for sentence in self._generate(contract, gate, emit):
                     yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
                     sentences.append(sentence)
             if not sentences:
-                sentences = template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent)
+                sentences = ([d.texts.declined] if intent == "declined" else
+                             template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent))
                 for i, sentence in enumerate(sentences):
                     gate.add_trusted(sentence)
                     yield ReplyDelta(text=("" if i == 0 else " ") + vault.restore(sentence))

@@ -99,7 +99,12 @@ def _batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush_ms: str) -> tu
     exporter = proc._batch_processor._exporter
     threads: list[int] = []
     original = exporter.export
-    monkeypatch.setattr(exporter, "export", lambda spans: (threads.append(threading.get_ident()), original(spans))[1])
+    def export(spans: Any) -> Any:
+        result = original(spans)
+        threads.append(threading.get_ident())  # after the write: a waiter then finds the file complete
+        return result
+
+    monkeypatch.setattr(exporter, "export", export)
     provider = TracerProvider()
     provider.add_span_processor(proc)
     return provider, exporter, threads
