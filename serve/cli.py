@@ -4,7 +4,8 @@
                                    (--observe: Arize Phoenix on loopback beside it, every trace exported)
     tandem prepare-model           convert the embedded model once (idempotent)
     tandem check-config CONFIG     validate a Serve config file strictly
-    tandem k8s render CONFIG       render the KubeRay RayService (+ Redis, secrets) from a profile
+    tandem k8s render CONFIG       render the KubeRay RayService (+ Redis, secrets, kustomize base) from a profile
+    tandem k8s validate PATH...    validate manifests strictly (files, folders, kustomize overlays, - for stdin)
     tandem load ARGS...            bounded load test over HTTP/SSE and gRPC (goodput at SLOs, plots)
     tandem sweep CONFIG --set KEY=V1,V2 ...   one load test per serving-config grid point
     tandem replay SESSION          re-run a session's logged decisions and check they are identical
@@ -113,15 +114,6 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_k8s(ns: argparse.Namespace) -> int:
-    from serve.k8s import main as k8s_main
-
-    args = list(ns.args)
-    if args and args[0] == "render":
-        args = args[1:]
-    return int(k8s_main(args) or 0)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tandem", description="State-grounded two-model assistants on Ray Serve")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -144,9 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
-    k = sub.add_parser("k8s", help="render KubeRay manifests from a profile (tandem k8s render configs/h100.yaml)")
-    k.add_argument("args", nargs=argparse.REMAINDER)
-    k.set_defaults(func=cmd_k8s)
+    sub.add_parser("k8s", help="KubeRay manifests: render from a profile, validate any manifest (tandem k8s --help)")
     c = sub.add_parser("check-config", help="validate a Serve config file strictly")
     c.add_argument("config")
     c.set_defaults(func=cmd_check)
@@ -156,7 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
-    # load / sweep own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    # load / sweep / replay / k8s own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    if argv and argv[0] == "k8s":
+        from serve.k8s.cli import main as k8s_main
+
+        return int(k8s_main(argv[1:]) or 0)
     if argv and argv[0] == "load":
         from serve.loadtest import main as load_main
 
