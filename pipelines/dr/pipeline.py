@@ -57,13 +57,21 @@ class DRSettings:
     seed: int = 0
     max_sentences: int = 3
     history_turns: int = 2
-    fallback_reply: str = (
-        "I'm sorry, I can't complete that right now. I can help with your orders, returns, "
-        "exchanges and account questions."
-    )
-    handoff_message: str = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
-    clarify_choose: str = "Which order do you mean?"
-    clarify_default: str = "Could you tell me a little more about what you need?"
+    # The texts (locale data) default to the domain's (DomainTexts): "" means "the domain's".
+    fallback_reply: str = ""
+    handoff_message: str = ""
+    clarify_choose: str = ""
+    clarify_default: str = ""
+
+
+def _with_domain_texts(s: DRSettings, domain: Any) -> DRSettings:
+    """``s`` with every empty text taken from the domain's texts."""
+    import dataclasses
+
+    t = domain.texts
+    defaults = {"fallback_reply": t.fallback, "handoff_message": t.handoff,
+                "clarify_default": t.question("details")}
+    return dataclasses.replace(s, **{k: v for k, v in defaults.items() if not getattr(s, k)})
 
 
 class DRPipeline:
@@ -85,7 +93,7 @@ class DRPipeline:
         self.models = models
         self.tools = tools
         self.guardrails: Guardrails = guardrails or LocalGuardrails()
-        self.settings = settings or DRSettings()
+        self.settings = _with_domain_texts(settings or DRSettings(), domain)
         self.counters = counters or Counters()
         self.orchestrator = Orchestrator(
             domain, models, tools, counters=self.counters, settings=self.settings.orchestrator
@@ -165,7 +173,9 @@ class DRPipeline:
 
     async def _question(self, gate: SentenceGate, view: Any, outcome: Outcome) -> str:
         s = self.settings
-        default = s.clarify_choose if outcome.clarify_options else s.clarify_default
+        default = s.clarify_default
+        if outcome.clarify_options:
+            default = s.clarify_choose or self.domain.texts.question("choose", options=", ".join(outcome.clarify_options))
         if outcome.clarify_question:
             with guard_span("post", text=outcome.clarify_question, source="clarify") as g:
                 verdict = await self.guardrails.post(outcome.clarify_question, view)
