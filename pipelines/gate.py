@@ -38,6 +38,7 @@ from pipelines.guardrails.ids import (
 )
 from pipelines.guardrails.pii import PLACEHOLDER_RE
 from pipelines.guardrails.post import PostGuardView, Violation
+from pipelines.spans import guard_span
 
 __all__ = [
     "Judgement",
@@ -108,6 +109,7 @@ class SentenceGate:
         self.withheld = 0
         self.replaced = 0
         self.kinds: list[str] = []
+        self._decision: tuple[str, list[str]] = ("pass", [])  # the last release's, for its span
         self._streamed = 0  # characters of the current sentence released by stream()
         self._blocked_partial = False
 
@@ -140,7 +142,17 @@ class SentenceGate:
         self.emit(self.event, **fields)
 
     async def release(self, sentence: str) -> str | None:
-        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``."""
+        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``.
+
+        Each decision is a GUARDRAIL span ``tandem.guard.<stage>`` (sentence, decision, kinds, release).
+        """
+        with guard_span(self.stage, text=sentence, source=self.source or None, mode=self.mode) as span:
+            self._decision = ("pass", [])
+            out = await self._release(sentence)
+            span.decision(self._decision[0], kinds=self._decision[1], output=out)
+        return out
+
+    async def _release(self, sentence: str) -> str | None:
         text = sentence
         violations: list[Violation] = []
         safe = self.safe
@@ -165,6 +177,7 @@ class SentenceGate:
             self.released.append(text)
             return text
         self.kinds += [v.kind for v in violations if v.kind not in self.kinds]
+        self._decision = ("observe" if self.mode == "observe" else "block", [v.kind for v in violations])
         if self.mode == "observe":
             for v in violations:
                 self.counters.delivered_violation(v.kind)
