@@ -24,6 +24,9 @@ EXPECTED_PARENT = {
     E.ModelTimeout: E.UpstreamError,
     E.InvalidModelOutput: E.UpstreamError,
     E.Overloaded: TandemError,
+    E.RateLimited: E.Overloaded,
+    E.SessionBusy: TandemError,
+    E.StoreUnavailable: TandemError,
     E.ConfigError: TandemError,
 }
 
@@ -43,7 +46,10 @@ EXPECTED_STATUS = {
     E.ModelUnavailable: (503, "UNAVAILABLE"),
     E.ModelTimeout: (504, "DEADLINE_EXCEEDED"),
     E.InvalidModelOutput: (502, "INTERNAL"),
-    E.Overloaded: (429, "RESOURCE_EXHAUSTED"),
+    E.Overloaded: (503, "UNAVAILABLE"),
+    E.RateLimited: (429, "RESOURCE_EXHAUSTED"),
+    E.SessionBusy: (409, "ABORTED"),
+    E.StoreUnavailable: (503, "UNAVAILABLE"),
 }
 
 
