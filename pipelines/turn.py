@@ -56,6 +56,7 @@ __all__ = [
     "TurnContext",
     "Pipeline",
     "TurnRunner",
+    "TurnEvents",
     "validate_session_id",
     "parse_turn_request",
     "new_turn_id",
@@ -144,6 +145,27 @@ class _Turn:
     stored: bool = False
 
 
+class TurnEvents:
+    """The events of a started turn: iterate them to the end, or ``aclose()`` to let the session go."""
+
+    def __init__(self, gen: AsyncIterator[Any], release: Callable[[], Awaitable[None]]) -> None:
+        self._gen = gen
+        self._release = release
+
+    def __aiter__(self) -> TurnEvents:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        """Close the turn (a running one is cancelled and stored) and release the session."""
+        try:
+            await self._gen.aclose()  # type: ignore[attr-defined]
+        finally:
+            await self._release()
+
+
 class TurnRunner:
     """Runs one pipeline for one turn and owns the turn's bookkeeping (see module docstring)."""
 
@@ -221,6 +243,63 @@ class TurnRunner:
 
     # -- the turn ---------------------------------------------------------------------
 
+    def _new_turn(self, session_id: str, request: TurnRequest, trace_id: str, received_at: float | None,
+                  turn_id: str | None, principal: str, idempotency_key: str | None) -> _Turn:
+        t0 = received_at if received_at is not None else self.clock()
+        return _Turn(session_id, turn_id or new_turn_id(), trace_id, request, principal, idempotency_key,
+                     t0=t0, started=self.clock())
+
+    async def start(
+        self,
+        session_id: str,
+        request: TurnRequest,
+        *,
+        trace_id: str,
+        received_at: float | None = None,
+        turn_id: str | None = None,
+        principal: str = LOCAL_PRINCIPAL,
+        idempotency_key: str | None = None,
+    ) -> TurnEvents:
+        """Hold the session and load it; return the turn's events (iterate them to the end).
+
+        Raises the :class:`TandemError` of a turn refused before anything happened
+        (``SessionBusy``, ``NotFound``, ``StoreUnavailable``, the deadline) — the
+        edges answer it with its status instead of a stream.
+        """
+        t = self._new_turn(session_id, request, trace_id, received_at, turn_id, principal, idempotency_key)
+        return await self._start(t)
+
+    async def _start(self, t: _Turn) -> TurnEvents:
+        deadline = asyncio.get_running_loop().time() + self.deadline_s
+        timeout = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
+        try:
+            async with asyncio.timeout_at(deadline):
+                lease = await self.locks.acquire(t.session_id, t.turn_id, min(self.lock_wait_s, self.deadline_s))
+        except TimeoutError:
+            raise timeout from None
+        try:
+            async with asyncio.timeout_at(deadline):
+                known, history = await self._prepare(t)
+        except BaseException as exc:
+            await self.locks.release(lease)
+            if isinstance(exc, TimeoutError):
+                raise timeout from None
+            if isinstance(exc, Exception) and not isinstance(exc, TandemError):
+                raise StoreUnavailable("the session store could not be read",
+                                       details={"reason": type(exc).__name__}) from exc
+            raise
+        return TurnEvents(self._held(t, lease, known, history, deadline), lambda: self.locks.release(lease))
+
+    async def _held(self, t: _Turn, lease: Any, known: TurnRecord | None, history: list[TurnRecord],
+                    deadline: float) -> AsyncIterator[Any]:
+        try:
+            inner = self._replay(t, known) if known is not None else self._execute(t, history, deadline)
+            async with contextlib.aclosing(inner) as events:
+                async for ev in events:
+                    yield ev
+        finally:
+            await self.locks.release(lease)
+
     async def run(
         self,
         session_id: str,
@@ -232,29 +311,19 @@ class TurnRunner:
         principal: str = LOCAL_PRINCIPAL,
         idempotency_key: str | None = None,
     ) -> AsyncIterator[Any]:
-        """Yield the pipeline's events then one :class:`DoneEvent` (see module docstring)."""
-        t0 = received_at if received_at is not None else self.clock()
-        t = _Turn(session_id, turn_id or new_turn_id(), trace_id, request, principal, idempotency_key,
-                  t0=t0, started=self.clock())
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.deadline_s
+        """Yield the pipeline's events then one :class:`DoneEvent` (see module docstring);
+        a turn refused before it started yields its ``error`` and a ``failed`` done."""
+        t = self._new_turn(session_id, request, trace_id, received_at, turn_id, principal, idempotency_key)
         try:
-            async with asyncio.timeout_at(deadline):
-                lease = await self.locks.acquire(session_id, t.turn_id, min(self.lock_wait_s, self.deadline_s))
-        except TimeoutError:
-            yield self._error_event(t, ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline"))
-            yield self._done(t, "failed", None)
-            return
+            events = await self._start(t)
         except TandemError as exc:
+            self.sink.emit("turn.rejected", session_id=session_id, turn_id=t.turn_id, code=exc.code)
             yield self._error_event(t, exc)
             yield self._done(t, "failed", None)
             return
-        try:
-            async with contextlib.aclosing(self._locked(t, deadline)) as events:
-                async for ev in events:
-                    yield ev
-        finally:
-            await self.locks.release(lease)
+        async with contextlib.aclosing(events) as evs:
+            async for ev in evs:
+                yield ev
 
     async def _prepare(self, t: _Turn) -> tuple[TurnRecord | None, list[TurnRecord]]:
         owner = await self.store.owner(t.session_id)
@@ -265,30 +334,6 @@ class TurnRunner:
             if known is not None:
                 return known, []
         return None, await self.store.get_history(t.session_id, self.max_history_turns)
-
-    async def _locked(self, t: _Turn, deadline: float) -> AsyncIterator[Any]:
-        try:
-            async with asyncio.timeout_at(deadline):
-                known, history = await self._prepare(t)
-        except TimeoutError:
-            known, history = None, None
-            early: TandemError | None = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
-        except TandemError as exc:
-            known, history, early = None, None, exc
-        except Exception as exc:
-            known, history = None, None
-            early = StoreUnavailable("the session store could not be read",
-                                     details={"reason": type(exc).__name__})
-        else:
-            early = None
-        if early is not None or history is None:
-            yield self._error_event(t, early or StoreUnavailable("the session store could not be read"))
-            yield self._done(t, "failed", None)
-            return
-        inner = self._replay(t, known) if known is not None else self._execute(t, history, deadline)
-        async with contextlib.aclosing(inner) as events:
-            async for ev in events:
-                yield ev
 
     async def _replay(self, t: _Turn, known: TurnRecord) -> AsyncIterator[Any]:
         """The recorded answer of a retried turn (same Idempotency-Key): never re-run."""
