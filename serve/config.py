@@ -331,10 +331,24 @@ def _validate_rule_bundle(user_config: dict[str, Any]) -> None:
     load_coach_rule_tables(user_config["rules"])
 
 
-# Deployments whose rule tables arrive as Ray Serve user_config, and each table's validator.
+def _validate_ingress_user_config(user_config: dict[str, Any]) -> None:
+    """``{auth: {keys: [{id, sha256}, ...]}}``: API keys rotated live on the ingress."""
+    if set(user_config) - {"auth"}:
+        raise ValueError(f"unknown keys {sorted(set(user_config) - {'auth'})} (expected 'auth')")
+    auth = user_config.get("auth") or {}
+    if not isinstance(auth, dict) or set(auth) - {"keys"}:
+        raise ValueError("auth: only 'keys' (a list of {id, sha256}) can change live")
+    try:
+        [ApiKeyEntry.model_validate(k) for k in auth.get("keys") or []]
+    except ValidationError as exc:
+        raise ValueError(f"auth.keys: {format_validation_error(exc)}") from exc
+
+
+# Deployments whose live tables arrive as Ray Serve user_config, and each one's validator.
 USER_CONFIG_VALIDATORS: dict[str, Any] = {
     "GuardrailsServer": _validate_guardrail_table,
     "RuleKernels": _validate_rule_bundle,
+    "TandemIngress": _validate_ingress_user_config,
 }
 
 

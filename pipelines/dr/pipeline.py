@@ -121,6 +121,11 @@ class DRPipeline:
         with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id):
             outcome = await self.orchestrator.run(inp, emit)
         ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
+        if outcome.executed is not None:  # the confirmed write ran: record it before the reply is generated
+            ctx.mark_side_effect(outcome.executed.card_id)
+            ctx.meta[META_KEY] = {"facts": facts.to_meta(), "path": outcome.path,
+                                  "executed": outcome.executed.card_id}
+            await ctx.checkpoint()
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
         gate = ReleaseGate(self.guardrails, forward.guard_view(), self.counters, emit, fail_closed=s.fallback_reply)
