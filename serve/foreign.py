@@ -123,5 +123,5 @@ def translate(exc: BaseException, table: dict[type[BaseException], type[TandemEr
     if isinstance(inner, TandemError):
         return inner
     matches = [k for k in table if isinstance(exc, k)]
-    cls = max(matches, key=lambda k: len(k.__mro__)) if matches else default
+    cls = table[max(matches, key=lambda k: len(k.__mro__))] if matches else default
     return cls(f"{what}: {type(exc).__name__}")
