@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 import grpc

@@ -8,6 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from pipelines import errors as E
 from serve.grpc_codec import proto_to_event
 from serve.protos import assistant_pb2 as pb
 from serve.testing import FakeGrpcContext
@@ -73,7 +74,7 @@ def test_every_method_needs_a_key(tmp_path: Path, who) -> None:
             async for _ in h.ingress.StreamTurn(pb.TurnRequest(session_id="g", text="hi"), ctx):
                 pass
 
-        with pytest.raises(Exception):
+        with pytest.raises(E.Unauthenticated):
             asyncio.run(go())
         assert ctx.code is grpc.StatusCode.UNAUTHENTICATED
     assert stored_turns(tmp_path) == []
