@@ -71,7 +71,9 @@ class DeploymentOptions(Strict):
     num_replicas: int | None = Field(None, ge=1)
     autoscaling: AutoscalingConfig | None = None
     max_ongoing_requests: int = Field(100, ge=1)
-    max_queued_requests: int = Field(-1, ge=-1)
+    max_queued_requests: int = Field(
+        100, ge=1, description="Requests waiting for a replica beyond max_ongoing_requests; more are refused "
+        "(503 / BackPressureError). Bounded always: an unbounded queue turns overload into timeouts.")
     health_check_period_s: float = Field(10.0, gt=0)
     graceful_shutdown_timeout_s: float = Field(5.0, ge=0)
 

@@ -214,6 +214,8 @@ def plan_cluster(sf: Any, opts: RenderOptions | None = None) -> ClusterPlan:
         env_names["api_keys"] = app.auth.api_keys_env
     if app.store.kind == "redis" and app.store.url_env:
         env_names["redis_url"] = app.store.url_env
+    if app.store.vault_key_env:
+        env_names["vault_key"] = app.store.vault_key_env
     return ClusterPlan(
         profile=app.profile,
         http_port=sf.http_options.port,
@@ -251,6 +253,9 @@ def _env(opts: RenderOptions, plan: ClusterPlan, *, hf: bool, app: bool) -> list
     if app and "api_keys" in plan.env_names:
         env.append({"name": plan.env_names["api_keys"], "valueFrom": {"secretKeyRef": {
             "name": opts.app_secret, "key": "api-keys"}}})
+    if app and "vault_key" in plan.env_names:
+        env.append({"name": plan.env_names["vault_key"], "valueFrom": {"secretKeyRef": {
+            "name": opts.app_secret, "key": "vault-key"}}})
     if app and "redis_url" in plan.env_names:
         env.append({"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {
             "name": opts.redis_name, "key": "password"}}})
@@ -505,7 +510,8 @@ def render_secrets(options: RenderOptions | None = None) -> list[dict[str, Any]]
 
     return [
         secret(opts.redis_name, {"password": "CHANGE-ME-url-safe-password"}),
-        secret(opts.app_secret, {"api-keys": "CHANGE-ME-key-1,CHANGE-ME-key-2"}),
+        secret(opts.app_secret, {"api-keys": "CHANGE-ME-id-1:sha256hex,CHANGE-ME-id-2:sha256hex",
+                                 "vault-key": "CHANGE-ME-fernet-key"}),
         secret(opts.hf_token_secret, {"token": "CHANGE-ME-hf-token"}),
     ]
 
