@@ -76,6 +76,8 @@ class DeploymentOptions(Strict):
         "(503 / BackPressureError). Bounded always: an unbounded queue turns overload into timeouts.")
     health_check_period_s: float = Field(10.0, gt=0)
     graceful_shutdown_timeout_s: float = Field(5.0, ge=0)
+    backpressure_retry_after_s: float = Field(
+        1.0, ge=0, description="Retry-After of Ray Serve's own 503 when the queue above is full (HTTP).")
 
     @model_validator(mode="after")
     def _one_scaling_mode(self) -> DeploymentOptions:
@@ -95,6 +97,7 @@ class DeploymentOptions(Strict):
             "max_queued_requests": self.max_queued_requests,
             "health_check_period_s": self.health_check_period_s,
             "graceful_shutdown_timeout_s": self.graceful_shutdown_timeout_s,
+            "backpressure_config": {"status_code": 503, "retry_after_s": self.backpressure_retry_after_s},
         }
         if self.autoscaling is not None:
             opts["autoscaling_config"] = self.autoscaling.model_dump(exclude_none=True)

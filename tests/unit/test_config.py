@@ -207,6 +207,7 @@ def test_to_serve_options_with_autoscaling() -> None:
         "max_queued_requests": 16,
         "health_check_period_s": 10.0,
         "graceful_shutdown_timeout_s": 5.0,
+        "backpressure_config": {"status_code": 503, "retry_after_s": 1.0},
         "autoscaling_config": {
             "min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 16.0, "upscale_delay_s": 2.0,
             "downscale_delay_s": 10.0, "look_back_period_s": 3.0, "metrics_interval_s": 1.0,
@@ -226,7 +227,8 @@ def test_to_serve_options_defaults() -> None:
     assert opts["ray_actor_options"] == {"num_cpus": 0.1}
     assert opts["num_replicas"] == 1
     assert set(opts) == {"ray_actor_options", "max_ongoing_requests", "max_queued_requests",
-                         "health_check_period_s", "graceful_shutdown_timeout_s", "num_replicas"}
+                         "health_check_period_s", "graceful_shutdown_timeout_s", "backpressure_config",
+                         "num_replicas"}
 
 
 def test_model_deployment_defaults_to_zero_cpus() -> None:
