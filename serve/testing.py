@@ -133,8 +133,7 @@ class IngressHarness:
     """A real ingress on fake handles (see module docstring). Use as a context manager."""
 
     def __init__(self, app_config: dict[str, Any], *, llm: FakeHandle, tools: FakeHandle | None = None,
-                 guardrails: FakeHandle | None = None, coach_tools: FakeHandle | None = None,
-                 rule_kernels: FakeHandle | None = None) -> None:
+                 guardrails: FakeHandle | None = None, rule_kernels: FakeHandle | None = None) -> None:
         from serve.config import parse_app_config
         from serve.ingress import ENDPOINTS, TandemIngress, http_app
 
@@ -143,7 +142,7 @@ class IngressHarness:
         self.ingress = TandemIngress(
             {mid: llm for mid in self.model_ids}, {mid: _card(mid) for mid in self.model_ids},
             app_config=cfg.model_dump(mode="json"), tools=tools, guardrails=guardrails,
-            coach_tools=coach_tools, rule_kernels=rule_kernels,
+            rule_kernels=rule_kernels,
         )
         self.app = http_app()
         self.app.state.ingress = self.ingress

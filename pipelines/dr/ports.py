@@ -41,6 +41,9 @@ class ToolSession(BaseModel):
     observed_ids: list[str] = Field(default_factory=list)
     confirmed: bool = False
     locale: str = "en"
+    idempotency_key: str | None = Field(
+        None, description="A confirmed write's key (session, card, the turn that showed it): executed at most once."
+    )
 
     def to_context(self) -> ToolContext:
         return ToolContext(
