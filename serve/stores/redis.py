@@ -47,8 +47,8 @@ __all__ = [
 ]
 
 
-class RedisStoreError(StoreUnavailable):
-    """A turn could not be stored; nothing of it was written."""
+class RedisStoreError(RuntimeError):
+    """A turn could not be stored; nothing of it was written (the runner reports it as StoreUnavailable)."""
 
 
 class DuplicateTurnError(RedisStoreError):
