@@ -155,6 +155,24 @@ def http_app() -> FastAPI:
     return app
 
 
+# How long an SSE request waits for its first event before the headers go out: a turn refused
+# before any output (the pre-guard's InvalidInput, back-pressure at the first model call) still
+# answers with its status instead of a 200 stream. Later refusals are `error` events in the stream.
+REFUSAL_WINDOW_S = 0.5
+
+
+def _refusal(ev: Any) -> bool:
+    """An ``error`` event of a class that refuses turns (as the first event: nothing happened)."""
+    return getattr(ev, "type", None) == "error" and error_class_for_code(ev.code).rejects_turn
+
+
+def _answer(events: list[Any]) -> dict[str, Any] | None:
+    done = [e for e in events if getattr(e, "type", None) in ("error", "done", "reply.delta", "narration.delta")]
+    if not done or done[-1].type != "done":
+        return None
+    return TurnAnswer.from_events(done).model_dump(mode="json")
+
+
 class _Recorded:
     """A started turn's events, recording the ``done`` in the turn metrics; closable unstarted."""
 
@@ -294,9 +312,15 @@ class TandemIngress(OpenAiIngress):
             return http_error(exc, where=where)
         if "text/event-stream" in request.headers.get("accept", ""):
             beat = self.config.ingress.sse_heartbeat_s
+            stream = with_heartbeats(events, beat, first_s=min(beat, REFUSAL_WINDOW_S))
+            first = await anext(stream)
+            if _refusal(first):  # refused before any output (pre-guard, back-pressure): its status, no stream
+                rest = [ev async for ev in stream]
+                return http_error_for_event(first, where=where, extra={"answer": _answer([first, *rest])})
 
             async def frames() -> AsyncIterator[str]:
-                async for ev in with_heartbeats(events, beat):
+                yield sse_frame(first)
+                async for ev in stream:
                     yield sse_frame(ev)
 
             return StreamingResponse(frames(), media_type="text/event-stream",
@@ -395,7 +419,15 @@ class TandemIngress(OpenAiIngress):
             raise
         err_ev = None
         async with contextlib.aclosing(events) as evs:  # type: ignore[type-var]
+            first = True
             async for ev in evs:
+                if first and _refusal(ev):  # refused before any output: the status alone, as for an early refusal
+                    _ = [e async for e in evs]
+                    failure = error_class_for_code(ev.code)(ev.message, retry_after_s=ev.retry_after_s)
+                    self._rejected(failure, str(request.session_id), "grpc")
+                    grpc_fail(grpc_context, failure, where="grpc StreamTurn")
+                    raise failure
+                first = False
                 yield event_to_proto(ev)
                 if ev.type == "error":
                     err_ev = ev

@@ -46,8 +46,10 @@ def sse_frame(ev: Any) -> str:
     return f"event: {ev.type}\ndata: {ev.model_dump_json()}\n\n"
 
 
-async def with_heartbeats(events: AsyncIterator[Any], interval_s: float) -> AsyncIterator[Any]:
-    """``events`` with :data:`HEARTBEAT` yielded after every ``interval_s`` of silence."""
+async def with_heartbeats(events: AsyncIterator[Any], interval_s: float,
+                          first_s: float | None = None) -> AsyncIterator[Any]:
+    """``events`` with :data:`HEARTBEAT` yielded after every ``interval_s`` of silence
+    (``first_s`` for the first wait, when given)."""
     queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
 
     async def pump() -> None:
@@ -67,13 +69,16 @@ async def with_heartbeats(events: AsyncIterator[Any], interval_s: float) -> Asyn
         queue.put_nowait((_END, None))
 
     task = asyncio.create_task(pump())
+    wait = interval_s if first_s is None else first_s
     try:
         while True:
             try:
-                ev, exc = await asyncio.wait_for(queue.get(), timeout=interval_s)
+                ev, exc = await asyncio.wait_for(queue.get(), timeout=wait)
             except TimeoutError:
                 yield HEARTBEAT
                 continue
+            finally:
+                wait = interval_s
             if ev is _END:
                 if exc is not None:
                     raise exc

@@ -3,9 +3,10 @@
 A staged pipeline calls the real adapters and the real model client over fake handles, in
 the order of a turn: pre-guard → model (orchestrator) → tool → kernel → generator; the
 store stage fails the real SQLite store's save. For each (class, stage) the HTTP JSON
-status + code + Retry-After, the SSE ``error`` event, the gRPC ``Turn`` status and the
-gRPC ``StreamTurn`` status must all be the class's row, and a turn is stored only when
-the class does not reject turns.
+status + code + Retry-After, the SSE answer (the status itself for a class that refuses turns,
+since nothing was streamed yet; else the ``error`` event in the stream), the gRPC ``Turn``
+status and the gRPC ``StreamTurn`` status must all be the class's row, and a turn is stored
+only when the class does not refuse turns.
 """
 
 from __future__ import annotations
@@ -138,17 +139,22 @@ def _check(h: IngressHarness, out: dict[str, Any], cls: type[TandemError], retry
     assert j.status_code == cls.http_status and j.json()["error"]["code"] == cls.code
     assert j.headers.get("retry-after") == (None if retry is None else "1")
     s = out["sse"]
-    assert s.status_code == 200
-    evs = sse_events(s.text)
-    err = [e for e in evs if e["type"] == "error"]
-    assert err and err[-1]["code"] == cls.code and err[-1]["retry_after_s"] == retry
-    assert evs[-1]["type"] == "done" and evs[-1]["status"] == "failed"
+    sctx, sevents, serr = out["stream"]
     grpc_code = getattr(grpc.StatusCode, cls.grpc_status)
+    if cls.rejects_turn:  # refused before any output: the status itself, on the stream routes too
+        assert s.status_code == cls.http_status and s.json()["error"]["code"] == cls.code
+        assert s.headers.get("retry-after") == (None if retry is None else "1")
+        assert sevents == []
+    else:
+        assert s.status_code == 200
+        evs = sse_events(s.text)
+        err = [e for e in evs if e["type"] == "error"]
+        assert err and err[-1]["code"] == cls.code and err[-1]["retry_after_s"] == retry
+        assert evs[-1]["type"] == "done" and evs[-1]["status"] == "failed"
+        assert [e.type for e in sevents][-2:] == ["error", "done"] and sevents[-2].code == cls.code
     assert out["turn"].code is grpc_code
     assert out["turn"].trailing == ((("retry-after", "1"),) if retry is not None else ())
-    sctx, sevents, serr = out["stream"]
     assert sctx.code is grpc_code and serr is not None
-    assert [e.type for e in sevents][-2:] == ["error", "done"] and sevents[-2].code == cls.code
     for sid in out["sids"].values():
         rows = stored_turns(h.tmp, sid)
         want = stored if stored is not None else [] if cls.rejects_turn else ["failed"]
