@@ -32,6 +32,9 @@ def _print(msg: str) -> None:
     print(msg, flush=True)
 
 
+GRPC_MAX_MESSAGE_BYTES = 4 * 2**20
+
+
 def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: int | None = None,
               http_port: int | None = None, grpc_port: int | None = None) -> dict[str, Any]:
     """Start a local Ray, Serve's proxies and the app from a Serve file. Returns endpoints."""
@@ -49,6 +52,10 @@ def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: 
 
             prepared = prepare_embedded_model()
             _print(f"model      {prepared.path} ({'converted' if prepared.converted else 'cached'})")
+    # The gRPC proxy parses whole messages before any of our code runs; Ray's cap is 2 GiB. 4 MiB
+    # bounds a hostile request and still fits a long session's GetSession answer (the same option
+    # caps what the proxy sends). Read by the proxy process, so it is set before Ray starts.
+    os.environ.setdefault("RAY_SERVE_GRPC_MAX_MESSAGE_SIZE", str(GRPC_MAX_MESSAGE_BYTES))
     import ray
     from ray import serve
     from ray.serve.config import gRPCOptions
