@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Request
 from fastapi.responses import StreamingResponse
 from ray.serve.handle import DeploymentHandle
 from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.prepare import cache_dir
 from pipelines.errors import NotFound, TandemError, ToolError, error_class_for_code
@@ -41,10 +39,10 @@ from serve.edge import (
     grpc_fail,
     http_error,
     http_error_for_event,
-    log_error,
     read_body,
 )
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
+from serve.http_app import OPEN_PATHS, http_app
 from serve.metrics import ServeCounters, TurnMetrics
 from serve.model_client import ServeModelClient
 from serve.openapi import SESSION_ROUTE_DOC, TURN_ROUTE_DOC
@@ -54,9 +52,6 @@ from serve.telemetry import JsonlEventSink
 __all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS", "OPEN_PATHS"]
 
 logger = logging.getLogger("tandem.ingress")
-
-# The only routes served without an API key (auth on): liveness and readiness probes.
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 def make_store(cfg: StoreConfig) -> Any:
@@ -75,84 +70,6 @@ def make_store(cfg: StoreConfig) -> Any:
     cipher = VaultCipher.from_settings(key_env=cfg.vault_key_env, key_file=cfg.vault_key_file,
                                        default_file=cache_dir() / "vault.key")
     return RedactingStore(inner, cipher)
-
-
-def _ingress_of(scope: dict[str, Any]) -> Any:
-    app = scope.get("app")
-    found = getattr(getattr(app, "state", None), "ingress", None)
-    if found is not None:
-        return found
-    from ray import serve
-
-    return serve.get_replica_context().servable_object
-
-
-class EdgeMiddleware:
-    """Auth and per-key rate limits for every HTTP route but the probes — OpenAI routes included.
-
-    Puts the caller's principal (an API key id, or ``local``) in ``request.state.principal``.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
-            await self.app(scope, receive, send)
-            return
-        ingress = _ingress_of(scope)
-        header = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"authorization"),
-                      None)
-        try:
-            principal = ingress.auth.principal(header)
-            ingress.limiter.hit(principal)
-        except TandemError as exc:
-            ingress.sink.emit("request.rejected", code=exc.code, protocol="http", path=str(scope.get("path"))[:128])
-            await http_error(exc, where=f"{scope.get('method')} {str(scope.get('path'))[:128]}")(scope, receive, send)
-            return
-        scope.setdefault("state", {})["principal"] = principal
-        await self.app(scope, receive, send)
-
-
-def http_app() -> FastAPI:
-    app = FastAPI(title="Tandem", version="0.1.0")
-    app.add_middleware(EdgeMiddleware)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_exc(request: Request, exc: StarletteHTTPException) -> SafeJSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        msg = exc.detail if isinstance(exc.detail, str) else "request failed"
-        if exc.status_code == 404 and msg == "Not Found":
-            msg = f"no route for {request.method} {request.url.path[:128]}"
-        log_error(exc, where=f"{request.method} {request.url.path[:128]}", status=exc.status_code)
-        return SafeJSONResponse(status_code=exc.status_code, content=error_body(code, msg))
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> SafeJSONResponse:
-        problems = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()]
-        return SafeJSONResponse(status_code=422, content=error_body("validation_error", "invalid request",
-                                                                    {"fields": problems}))
-
-    @app.exception_handler(TandemError)
-    async def _tandem(request: Request, exc: TandemError) -> SafeJSONResponse:
-        return http_error(exc, where=f"{request.method} {request.url.path[:128]}")
-
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> SafeJSONResponse:
-        return http_error(exc, where=f"{request.method} {request.url.path[:128]}")
-
-    try:  # OpenAI routes raise Ray's OpenAIHTTPException: keep the OpenAI error shape for them.
-        from ray.llm._internal.serve.core.configs.openai_api_models import OpenAIHTTPException
-
-        @app.exception_handler(OpenAIHTTPException)
-        async def _openai(request: Request, exc: OpenAIHTTPException) -> SafeJSONResponse:
-            return SafeJSONResponse(
-                status_code=exc.status_code,
-                content={"error": {"code": exc.status_code, "type": exc.type, "message": exc.message}},
-            )
-    except ImportError:  # pragma: no cover
-        pass
-    return app
 
 
 # How long an SSE request waits for its first event before the headers go out: a turn refused
