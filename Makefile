@@ -50,4 +50,6 @@ bench: install
 	$(PY) scripts/bench_overhead.py
 
 k8s: install
-	$(VENV)/bin/tandem k8s render configs/h100.yaml --out-dir k8s
+	$(VENV)/bin/tandem k8s render configs/h100.yaml --out-dir k8s/base
+	$(VENV)/bin/tandem k8s render configs/cpu-dev.yaml --serve-config-patch k8s/overlays/cpu-dev/serve-config.yaml
+	$(VENV)/bin/tandem k8s validate k8s/

@@ -106,7 +106,6 @@ class Parts:
     guardrails: Any = None
     kernels: Any = None
     counters: Any = None
-    coach_tools: Any = None  # the SGC ladder's CoachTools view of the same deployment
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,7 @@ def _monolithic(s: MonolithicConfig, p: Parts) -> Any:
 
 
 def _dr(s: DRConfig, p: Parts) -> Any:
-    from pipelines.domains.support import build_support_domain
+    from pipelines.domains import load_domain
     from pipelines.dr.outcome import OrchestratorSettings
     from pipelines.dr.pipeline import DRPipeline, DRSettings
 
@@ -144,7 +143,7 @@ def _dr(s: DRConfig, p: Parts) -> Any:
                                 model_timeout_s=s.model_timeout_s, tool_timeout_s=s.tool_timeout_s)
     settings = DRSettings(orchestrator=orch, max_reply_tokens=s.max_reply_tokens, temperature=s.temperature,
                           seed=s.seed)
-    return DRPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings,
+    return DRPipeline(load_domain("support"), p.models, p.tools, p.guardrails, settings=settings,
                       counters=p.counters)
 
 
@@ -153,7 +152,7 @@ def _sgc(s: SgcConfig, p: Parts) -> Any:
 
     settings = SgcSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed,
                            tool_timeout_s=s.tool_timeout_s)
-    return build_sgc_pipeline(s.kind, p.models, p.coach_tools, p.kernels, settings=settings, counters=p.counters)
+    return build_sgc_pipeline(s.kind, p.models, p.tools, p.kernels, settings=settings, counters=p.counters)
 
 
 def _tandem(s: TandemSettings, p: Parts) -> Any:

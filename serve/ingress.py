@@ -29,7 +29,7 @@ from pipelines.sessions import LOCAL_PRINCIPAL
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
 from pipelines.turn_input import check_idempotency_key
-from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_ports, unwrap
+from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port, unwrap
 from serve.auth import ApiKeys, RateLimiter, parse_key_entries
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.edge import (
@@ -147,9 +147,8 @@ class TandemIngress(OpenAiIngress):
         self.turn_metrics = TurnMetrics()
         # The pipeline: its kind's record says what it needs; every handle is wrapped in its port.
         self.counters = ServeCounters()
-        runner_port, coach_view = tool_ports(cfg.domain.name, tools)
         parts = Parts(
-            models=self.models, domain=cfg.domain.name, tools=runner_port, coach_tools=coach_view,
+            models=self.models, domain=cfg.domain.name, tools=tool_port(cfg.domain.name, tools),
             guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
             kernels=HandleRuleKernels(rule_kernels) if rule_kernels is not None else None,
             counters=self.counters,

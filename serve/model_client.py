@@ -34,9 +34,12 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
     """Our :class:`ModelCall` as Ray Serve LLM's ``ChatCompletionRequest`` (streaming)."""
     from ray.serve.llm.openai_api_models import ChatCompletionRequest
 
+    messages = [m.model_dump() for m in call.messages]
+    if call.prefix:  # the reply starts with fixed text: the model continues it instead of decoding it
+        messages.append({"role": "assistant", "content": call.prefix})
     body: dict[str, Any] = {
         "model": model_id,
-        "messages": [m.model_dump() for m in call.messages],
+        "messages": messages,
         "max_tokens": call.max_tokens,
         "temperature": call.temperature,
         "top_p": call.top_p,
@@ -48,6 +51,9 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
         body["stop"] = list(call.stop)
     if call.repetition_penalty != 1.0:
         body["repetition_penalty"] = call.repetition_penalty
+    if call.prefix:
+        body["continue_final_message"] = True
+        body["add_generation_prompt"] = False
     so = call.structured_output
     if so is not None:
         body["structured_outputs"] = {so.kind: so.spec}
