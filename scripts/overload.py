@@ -102,7 +102,7 @@ def free_port() -> int:
 def write_config(src: Path, work: Path, pipeline: str | None, key_hash: str) -> tuple[Path, dict[str, Any]]:
     import yaml
 
-    from serve.config import COACH_KINDS, SUPPORT_KINDS
+    from pipelines.registry import kind_record
 
     raw = yaml.safe_load(src.read_text())
     raw["http_options"] = {**raw.get("http_options", {}), "host": "127.0.0.1", "port": free_port()}
@@ -112,11 +112,10 @@ def write_config(src: Path, work: Path, pipeline: str | None, key_hash: str) -> 
     args["telemetry"] = {**args.get("telemetry", {}), "jsonl_dir": str(work / "telemetry")}
     args["auth"] = {"enabled": True, "keys": [{"id": "overload", "sha256": key_hash}]}
     if pipeline:
-        args["pipeline"] = {**args.get("pipeline", {}), "kind": pipeline}
-        if pipeline in COACH_KINDS:
-            args["domain"] = {**args.get("domain", {}), "name": "coach"}
-        elif pipeline in SUPPORT_KINDS:
-            args["domain"] = {**args.get("domain", {}), "name": "support"}
+        args["pipeline"] = {"kind": pipeline, "turn_deadline_s": args.get("pipeline", {}).get("turn_deadline_s", 60)}
+        domains = kind_record(pipeline).domains  # None: any domain
+        if domains and args.get("domain", {}).get("name") not in domains:
+            args["domain"] = {**args.get("domain", {}), "name": domains[0]}
     from cryptography.fernet import Fernet
 
     (work / "vault.key").write_bytes(Fernet.generate_key())
