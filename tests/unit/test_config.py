@@ -203,8 +203,8 @@ def test_to_serve_options_with_autoscaling() -> None:
     opts = cfg.ingress.to_serve_options()
     assert opts == {
         "ray_actor_options": {"num_cpus": 0.1},
-        "max_ongoing_requests": 32,
-        "max_queued_requests": 16,
+        "max_ongoing_requests": 6,
+        "max_queued_requests": 2,
         "health_check_period_s": 10.0,
         "graceful_shutdown_timeout_s": 5.0,
         "backpressure_config": {"status_code": 503, "retry_after_s": 1.0},
