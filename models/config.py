@@ -47,9 +47,13 @@ class DeploymentOptions(Strict):
     num_replicas: int | None = Field(None, ge=1)
     autoscaling: AutoscalingConfig | None = None
     max_ongoing_requests: int = Field(100, ge=1)
-    max_queued_requests: int = Field(-1, ge=-1)
+    max_queued_requests: int = Field(
+        100, ge=1, description="Requests waiting for a replica beyond max_ongoing_requests; more are refused "
+        "(503 / BackPressureError). Bounded always: an unbounded queue turns overload into timeouts.")
     health_check_period_s: float = Field(10.0, gt=0)
     graceful_shutdown_timeout_s: float = Field(5.0, ge=0)
+    backpressure_retry_after_s: float = Field(
+        1.0, ge=0, description="Retry-After of Ray Serve's own 503 when the queue above is full (HTTP).")
 
     @model_validator(mode="after")
     def _one_scaling_mode(self) -> DeploymentOptions:
@@ -69,6 +73,7 @@ class DeploymentOptions(Strict):
             "max_queued_requests": self.max_queued_requests,
             "health_check_period_s": self.health_check_period_s,
             "graceful_shutdown_timeout_s": self.graceful_shutdown_timeout_s,
+            "backpressure_config": {"status_code": 503, "retry_after_s": self.backpressure_retry_after_s},
         }
         if self.autoscaling is not None:
             opts["autoscaling_config"] = self.autoscaling.model_dump(exclude_none=True)

@@ -21,6 +21,7 @@ __all__ = [
     "ErrorEvent",
     "Timings",
     "DoneEvent",
+    "Heartbeat",
     "TurnEvent",
     "TurnAnswer",
     "EVENT_ADAPTER",
@@ -83,9 +84,12 @@ class EscalationEvent(_Wire):
 
 
 class ErrorEvent(_Wire):
+    """A typed error of the turn: ``code`` is a row of the table in :mod:`pipelines.errors`."""
+
     type: Literal["error"] = "error"
     code: str
     message: str
+    retry_after_s: float | None = Field(None, description="Retry hint for back-pressure errors.")
 
 
 class Timings(_Wire):
@@ -106,6 +110,13 @@ class DoneEvent(_Wire):
     pipeline: str
     timings: Timings
     rules_version: str | None = None
+    replayed: bool = Field(False, description="A retry with a known Idempotency-Key: the recorded answer.")
+
+
+class Heartbeat(_Wire):
+    """Not an event of the turn: the marker a stream renders as a keep-alive (an SSE comment)."""
+
+    type: Literal["heartbeat"] = "heartbeat"
 
 
 TurnEvent = Annotated[

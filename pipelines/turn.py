@@ -1,32 +1,42 @@
-"""The turn runner: validation, history, deadline, first-token timing, atomic writeback.
+"""The turn runner: ownership, serialization, deadline, first-token timing, atomic writeback.
 
-Every pipeline (``prompting``, later ``dr`` and the SGC ladder) is an object with
-a ``name`` and an async ``run(ctx)`` that yields :mod:`pipelines.events` values
-(never ``done``). The runner wraps it: it loads the history, enforces the
-turn deadline, turns a :class:`~pipelines.errors.TandemError` into an ``error``
-event, stores the whole turn in one write, and always ends with ``done``.
+Every pipeline is an object with a ``name`` and an async ``run(ctx)`` that yields
+:mod:`pipelines.events` values (never ``done``). The runner wraps it::
+
+    lock      the session's lease (in-process lock + store lease)  -> SessionBusy (409 / ABORTED)
+    owner     another principal's session                          -> NotFound (404), no oracle
+    replay    a known Idempotency-Key returns the recorded answer; the pipeline never re-runs
+    history   loaded under the turn deadline
+    pipeline  events pass through; ctx.mark_side_effect / ctx.checkpoint record writes
+    outcome   ok / fallback   -> stored
+              error, rejects_turn and no side effect yet -> rejected: nothing stored
+              error after a side effect                  -> completed conservatively (fallback)
+              any other error                            -> stored as failed
+    save      one transaction (the same turn_id record a checkpoint wrote); a store failure
+              -> StoreUnavailable in the stream, and ``done`` is still sent
+
+Every error reaches the stream as an ``error`` event carrying its class's code
+and Retry-After (:mod:`pipelines.errors`); the edges map the code back to the
+table. The deadline covers the lock wait, the history load and the pipeline;
+the save gets ``save_grace_s`` more when the deadline already fired.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
 from pipelines.errors import (
-    InvalidInput,
-    InvalidSessionId,
     ModelTimeout,
-    PayloadTooLarge,
+    NotFound,
+    StoreUnavailable,
     TandemError,
-    ValidationFailed,
 )
 from pipelines.events import (
     DoneEvent,
@@ -37,65 +47,44 @@ from pipelines.events import (
     TurnRequest,
 )
 from pipelines.protocols import EventSink, NullEventSink, SessionStore, TurnRecord
+from pipelines.sessions import LOCAL_PRINCIPAL, SessionLocks, as_turn_store
 from pipelines.telemetry import annotate, stage_span
+from pipelines.turn_input import SESSION_ID_RE, parse_turn_request, validate_session_id
 
 __all__ = [
     "SESSION_ID_RE",
     "TurnContext",
     "Pipeline",
     "TurnRunner",
+    "TurnEvents",
     "validate_session_id",
     "parse_turn_request",
     "new_turn_id",
+    "SIDE_EFFECT_NOTICE",
 ]
 
 logger = logging.getLogger("tandem.turn")
 
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-
-
-def validate_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not SESSION_ID_RE.fullmatch(session_id):
-        raise InvalidSessionId(
-            "session id must be 1-128 characters of letters, digits, '_', '.', ':' or '-', "
-            "starting with a letter or digit",
-            details={"session_id": str(session_id)[:64]},
-        )
-    return session_id
-
-
-def parse_turn_request(raw: Any, *, max_text_chars: int) -> TurnRequest:
-    """Validate a decoded JSON body (or a :class:`TurnRequest`) against the wire contract and limits."""
-    if isinstance(raw, TurnRequest):
-        req = raw
-    else:
-        if not isinstance(raw, dict):
-            raise InvalidInput("request body must be a JSON object")
-        try:
-            req = TurnRequest.model_validate(raw)
-        except ValidationError as exc:
-            problems = [
-                {"field": ".".join(str(p) for p in e["loc"]) or "body", "problem": e["msg"]}
-                for e in exc.errors(include_url=False)
-            ]
-            raise ValidationFailed(
-                "; ".join(f"{p['field']}: {p['problem']}" for p in problems), details={"fields": problems}
-            ) from exc
-    if len(req.text) > max_text_chars:
-        raise PayloadTooLarge(
-            f"text is {len(req.text)} characters; the limit is {max_text_chars}",
-            details={"limit": max_text_chars, "length": len(req.text)},
-        )
-    return req
+SIDE_EFFECT_NOTICE = "Your request was carried out, but I could not finish this reply."
 
 
 def new_turn_id() -> str:
     return "t_" + secrets.token_hex(8)
 
 
+async def _no_checkpoint() -> bool:
+    return False
+
+
 @dataclass
 class TurnContext:
-    """What a pipeline sees of the turn; pipelines may set ``status`` and ``meta``."""
+    """What a pipeline sees of the turn; pipelines may set ``status`` and ``meta``.
+
+    ``principal`` is who owns the session (an API key's id, or ``local``).
+    Two hooks record side effects: :meth:`mark_side_effect` right after a write
+    executed, and :meth:`checkpoint` to persist the turn so far before the
+    reply is generated.
+    """
 
     session_id: str
     turn_id: str
@@ -107,17 +96,27 @@ class TurnContext:
     meta: dict[str, Any] = field(default_factory=dict)
     stage_ms: dict[str, float] = field(default_factory=dict)
     rules_version: str | None = None
+    principal: str = LOCAL_PRINCIPAL
     side_effects: list[str] = field(default_factory=list)
-    checkpointer: Callable[[], Awaitable[None]] | None = None
+    _checkpoint: Callable[[], Awaitable[bool]] = field(default=_no_checkpoint, repr=False)
 
     def mark_side_effect(self, what: str) -> None:
-        """A write executed in this turn: from now on errors complete the turn conservatively."""
-        self.side_effects.append(what)
+        """Record that a write executed (``what`` names it, e.g. ``card.cancel_order``).
 
-    async def checkpoint(self) -> None:
-        """Persist the turn so far (the runner's hook; a no-op when none is set)."""
-        if self.checkpointer is not None:
-            await self.checkpointer()
+        From now on an error completes the turn conservatively (stored, status
+        ``fallback``, the user told the request was carried out) instead of
+        rejecting it.
+        """
+        self.side_effects.append(what)
+        self.meta["side_effects"] = list(self.side_effects)
+
+    async def checkpoint(self) -> bool:
+        """Persist the turn so far (user text, reply so far, status, meta) as this turn's record.
+
+        The final save overwrites the same record. Returns False when it could not
+        be written (logged; the turn goes on and the final save tries again).
+        """
+        return await self._checkpoint()
 
 
 class Pipeline(Protocol):
@@ -128,8 +127,47 @@ class Pipeline(Protocol):
         ...
 
 
+@dataclass
+class _Turn:
+    """The runner's bookkeeping of one turn."""
+
+    session_id: str
+    turn_id: str
+    trace_id: str
+    request: TurnRequest
+    principal: str
+    idempotency_key: str | None
+    t0: float
+    started: float
+    reply: list[str] = field(default_factory=list)
+    answer_events: list[dict[str, Any]] = field(default_factory=list)
+    first_token_ms: float | None = None
+    stored: bool = False
+
+
+class TurnEvents:
+    """The events of a started turn: iterate them to the end, or ``aclose()`` to let the session go."""
+
+    def __init__(self, gen: AsyncIterator[Any], release: Callable[[], Awaitable[None]]) -> None:
+        self._gen = gen
+        self._release = release
+
+    def __aiter__(self) -> TurnEvents:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        """Close the turn (a running one is cancelled and stored) and release the session."""
+        try:
+            await self._gen.aclose()  # type: ignore[attr-defined]
+        finally:
+            await self._release()
+
+
 class TurnRunner:
-    """Runs one pipeline for one turn and owns the turn's bookkeeping."""
+    """Runs one pipeline for one turn and owns the turn's bookkeeping (see module docstring)."""
 
     def __init__(
         self,
@@ -139,16 +177,128 @@ class TurnRunner:
         sink: EventSink | None = None,
         max_history_turns: int = 6,
         deadline_s: float = 60.0,
+        lock_wait_s: float | None = None,
+        save_grace_s: float = 5.0,
+        side_effect_notice: str = SIDE_EFFECT_NOTICE,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.pipeline = pipeline
-        self.store = store
+        self.store = as_turn_store(store)
         self.sink = sink or NullEventSink()
         self.max_history_turns = max_history_turns
         self.deadline_s = deadline_s
+        self.lock_wait_s = deadline_s if lock_wait_s is None else lock_wait_s
+        self.save_grace_s = save_grace_s
+        self.side_effect_notice = side_effect_notice
         self.clock = clock
         self.wall_clock = wall_clock
+        self.locks = SessionLocks(self.store, lease_ttl_s=deadline_s + save_grace_s + 5.0)
+
+    # -- records ----------------------------------------------------------------------
+
+    def _record(self, t: _Turn, ctx: TurnContext, status: str, *, checkpoint: bool = False) -> TurnRecord:
+        meta = dict(ctx.meta)
+        if t.answer_events:
+            meta["answer_events"] = list(t.answer_events)
+        if checkpoint:
+            meta["checkpoint"] = True
+        return TurnRecord(
+            turn_id=t.turn_id, index=0, user_text=t.request.text, reply_text="".join(t.reply),
+            status=status, locale=t.request.locale, user_id=t.request.user_id,  # type: ignore[arg-type]
+            trace_id=t.trace_id, pipeline=self.pipeline.name, created_at=self.wall_clock(), meta=meta,
+        )
+
+    async def _save(self, t: _Turn, record: TurnRecord) -> None:
+        """One transaction; a store failure of any kind becomes :class:`StoreUnavailable`."""
+        try:
+            await asyncio.shield(self.store.save_turn(
+                t.session_id, record, principal=t.principal, idempotency_key=t.idempotency_key))
+        except TandemError:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable("the session store could not save this turn; nothing of it was written",
+                                   details={"reason": type(exc).__name__}) from exc
+
+    def _done(self, t: _Turn, status: str, ctx: TurnContext | None, *, replayed: bool = False) -> DoneEvent:
+        timings = Timings(
+            queue_ms=round((t.started - t.t0) * 1000, 3),
+            first_token_ms=None if t.first_token_ms is None else round(t.first_token_ms, 3),
+            end_ms=round((self.clock() - t.t0) * 1000, 3),
+            stages={k: round(v, 3) for k, v in (ctx.stage_ms if ctx else {}).items()},
+        )
+        self.sink.emit(
+            "turn.end", session_id=t.session_id, turn_id=t.turn_id, trace_id=t.trace_id, status=status,
+            timings=timings.model_dump(), reply_chars=sum(map(len, t.reply)), replayed=replayed,
+        )
+        return DoneEvent(
+            session_id=t.session_id, turn_id=t.turn_id, trace_id=t.trace_id, status=status,  # type: ignore[arg-type]
+            pipeline=self.pipeline.name, timings=timings, rules_version=ctx.rules_version if ctx else None,
+            replayed=replayed,
+        )
+
+    def _error_event(self, t: _Turn, exc: TandemError) -> ErrorEvent:
+        self.sink.emit("turn.error", turn_id=t.turn_id, code=exc.code, message=exc.message)
+        return ErrorEvent(code=exc.code, message=exc.message, retry_after_s=exc.retry_after_s)
+
+    # -- the turn ---------------------------------------------------------------------
+
+    def _new_turn(self, session_id: str, request: TurnRequest, trace_id: str, received_at: float | None,
+                  turn_id: str | None, principal: str, idempotency_key: str | None) -> _Turn:
+        t0 = received_at if received_at is not None else self.clock()
+        return _Turn(session_id, turn_id or new_turn_id(), trace_id, request, principal, idempotency_key,
+                     t0=t0, started=self.clock())
+
+    async def start(
+        self,
+        session_id: str,
+        request: TurnRequest,
+        *,
+        trace_id: str,
+        received_at: float | None = None,
+        turn_id: str | None = None,
+        principal: str = LOCAL_PRINCIPAL,
+        idempotency_key: str | None = None,
+    ) -> TurnEvents:
+        """Hold the session and load it; return the turn's events (iterate them to the end).
+
+        Raises the :class:`TandemError` of a turn refused before anything happened
+        (``SessionBusy``, ``NotFound``, ``StoreUnavailable``, the deadline) — the
+        edges answer it with its status instead of a stream.
+        """
+        t = self._new_turn(session_id, request, trace_id, received_at, turn_id, principal, idempotency_key)
+        return await self._start(t)
+
+    async def _start(self, t: _Turn) -> TurnEvents:
+        deadline = asyncio.get_running_loop().time() + self.deadline_s
+        timeout = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
+        try:
+            async with asyncio.timeout_at(deadline):
+                lease = await self.locks.acquire(t.session_id, t.turn_id, min(self.lock_wait_s, self.deadline_s))
+        except TimeoutError:
+            raise timeout from None
+        try:
+            async with asyncio.timeout_at(deadline):
+                known, history = await self._prepare(t)
+        except BaseException as exc:
+            await self.locks.release(lease)
+            if isinstance(exc, TimeoutError):
+                raise timeout from None
+            if isinstance(exc, Exception) and not isinstance(exc, TandemError):
+                raise StoreUnavailable("the session store could not be read",
+                                       details={"reason": type(exc).__name__}) from exc
+            raise
+        return TurnEvents(self._held(t, lease, known, history, deadline), lambda: self.locks.release(lease))
+
+    async def _held(self, t: _Turn, lease: Any, known: TurnRecord | None, history: list[TurnRecord],
+                    deadline: float) -> AsyncIterator[Any]:
+        try:
+            inner = self._replay(t, known) if known is not None else self._execute(t, history, deadline)
+            async with contextlib.aclosing(inner) as events:
+                async for ev in events:
+                    yield ev
+        finally:
+            await self.locks.release(lease)
 
     async def run(
         self,
@@ -158,77 +308,140 @@ class TurnRunner:
         trace_id: str,
         received_at: float | None = None,
         turn_id: str | None = None,
+        principal: str = LOCAL_PRINCIPAL,
+        idempotency_key: str | None = None,
     ) -> AsyncIterator[Any]:
-        """Yield the pipeline's events then one :class:`DoneEvent`; store the turn exactly once."""
-        t0 = received_at if received_at is not None else self.clock()
-        started = self.clock()
-        turn_id = turn_id or new_turn_id()
-        history = await self.store.get_history(session_id, self.max_history_turns)
-        ctx = TurnContext(session_id, turn_id, trace_id, request, history, self.sink)
-        self.sink.emit(
-            "turn.start", session_id=session_id, turn_id=turn_id, trace_id=trace_id,
-            pipeline=self.pipeline.name, history_turns=len(history), locale=request.locale,
-        )
-        first_token_ms: float | None = None
-        reply: list[str] = []
-        stored = False
-
-        async def store(status: str) -> None:
-            nonlocal stored
-            if stored:
-                return
-            stored = True
-            record = TurnRecord(
-                turn_id=turn_id, index=0, user_text=request.text, reply_text="".join(reply),
-                status=status, locale=request.locale, user_id=request.user_id, trace_id=trace_id,
-                pipeline=self.pipeline.name, created_at=self.wall_clock(), meta=ctx.meta,
-            )
-            await asyncio.shield(self.store.append_turn(session_id, record))
-
-        error: ErrorEvent | None = None
+        """Yield the pipeline's events then one :class:`DoneEvent` (see module docstring);
+        a turn refused before it started yields its ``error`` and a ``failed`` done."""
+        t = self._new_turn(session_id, request, trace_id, received_at, turn_id, principal, idempotency_key)
         try:
-            with stage_span("turn", session_id=session_id, turn_id=turn_id, pipeline=self.pipeline.name,
-                            input=request.text) as span:  # texts on spans are redacted (safe_text)
-                async with asyncio.timeout(self.deadline_s):
-                    async for event in self.pipeline.run(ctx):
-                        if first_token_ms is None and isinstance(event, NarrationDelta | ReplyDelta):
-                            first_token_ms = (self.clock() - t0) * 1000
-                        if isinstance(event, ReplyDelta):
-                            reply.append(event.text)
-                        yield event
-                annotate(span, status=ctx.status, output="".join(reply), rules_version=ctx.rules_version,
-                         first_token_ms=first_token_ms)
-        except TimeoutError:
-            err: TandemError = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
-            error = ErrorEvent(code=err.code, message=err.message)
+            events = await self._start(t)
         except TandemError as exc:
-            error = ErrorEvent(code=exc.code, message=exc.message)
-        except (asyncio.CancelledError, GeneratorExit):
-            self.sink.emit("turn.cancelled", turn_id=turn_id)
-            await store("failed")
-            raise
-        except Exception as exc:  # a bug in a pipeline or tool: store, report, never leak internals
-            logger.exception("turn %s failed unexpectedly", turn_id)
-            error = ErrorEvent(code="internal", message=f"internal error ({type(exc).__name__}); trace {trace_id}")
-        if error is not None:
-            ctx.status = "failed"
-            self.sink.emit("turn.error", turn_id=turn_id, code=error.code, message=error.message)
-        # Store before yielding anything more: a client that leaves now loses nothing.
-        await store(ctx.status)
-        if error is not None:
-            yield error
-        end_ms = (self.clock() - t0) * 1000
-        timings = Timings(
-            queue_ms=round((started - t0) * 1000, 3),
-            first_token_ms=None if first_token_ms is None else round(first_token_ms, 3),
-            end_ms=round(end_ms, 3),
-            stages={k: round(v, 3) for k, v in ctx.stage_ms.items()},
-        )
+            self.sink.emit("turn.rejected", session_id=session_id, turn_id=t.turn_id, code=exc.code)
+            yield self._error_event(t, exc)
+            yield self._done(t, "failed", None)
+            return
+        async with contextlib.aclosing(events) as evs:
+            async for ev in evs:
+                yield ev
+
+    async def _prepare(self, t: _Turn) -> tuple[TurnRecord | None, list[TurnRecord]]:
+        owner = await self.store.owner(t.session_id)
+        if owner is not None and owner != t.principal:
+            raise NotFound(f"no session {t.session_id!r}", details={"session_id": t.session_id})
+        if t.idempotency_key:
+            known = await self.store.find_turn(t.session_id, t.idempotency_key)
+            if known is not None:
+                return known, []
+        return None, await self.store.get_history(t.session_id, self.max_history_turns)
+
+    async def _replay(self, t: _Turn, known: TurnRecord) -> AsyncIterator[Any]:
+        """The recorded answer of a retried turn (same Idempotency-Key): never re-run."""
+        from pipelines.events import EVENT_ADAPTER
+
+        t.turn_id, t.trace_id = known.turn_id, known.trace_id or t.trace_id
+        self.sink.emit("turn.replayed", session_id=t.session_id, turn_id=known.turn_id)
+        for raw in known.meta.get("answer_events", []):
+            ev = EVENT_ADAPTER.validate_python(raw)
+            if ev.type == "error":
+                yield ev
+        if known.reply_text:
+            t.reply.append(known.reply_text)
+            yield ReplyDelta(text=known.reply_text)
+        for raw in known.meta.get("answer_events", []):
+            ev = EVENT_ADAPTER.validate_python(raw)
+            if ev.type != "error":
+                yield ev
+        yield self._done(t, known.status, None, replayed=True)
+
+    async def _execute(self, t: _Turn, history: list[TurnRecord], deadline: float) -> AsyncIterator[Any]:
+        ctx = TurnContext(t.session_id, t.turn_id, t.trace_id, t.request, history, self.sink,
+                          principal=t.principal)
+
+        async def checkpoint() -> bool:
+            try:
+                await self._save(t, self._record(t, ctx, ctx.status, checkpoint=True))
+            except TandemError as exc:
+                logger.warning("turn %s: checkpoint failed: %s", t.turn_id, exc.message)
+                self.sink.emit("turn.checkpoint_failed", turn_id=t.turn_id, code=exc.code)
+                return False
+            self.sink.emit("turn.checkpoint", turn_id=t.turn_id, side_effects=list(ctx.side_effects))
+            return True
+
+        ctx._checkpoint = checkpoint
         self.sink.emit(
-            "turn.end", session_id=session_id, turn_id=turn_id, trace_id=trace_id, status=ctx.status,
-            timings=timings.model_dump(), reply_chars=sum(map(len, reply)),
+            "turn.start", session_id=t.session_id, turn_id=t.turn_id, trace_id=t.trace_id,
+            pipeline=self.pipeline.name, history_turns=len(history), locale=t.request.locale,
         )
-        yield DoneEvent(
-            session_id=session_id, turn_id=turn_id, trace_id=trace_id, status=ctx.status,  # type: ignore[arg-type]
-            pipeline=self.pipeline.name, timings=timings, rules_version=ctx.rules_version,
-        )
+        error: TandemError | None = None
+        try:
+            with stage_span("turn", session_id=t.session_id, turn_id=t.turn_id, pipeline=self.pipeline.name,
+                            input=t.request.text) as span:  # texts on spans are redacted (safe_text)
+                async with asyncio.timeout_at(deadline):
+                    async for event in self.pipeline.run(ctx):
+                        if t.first_token_ms is None and isinstance(event, NarrationDelta | ReplyDelta):
+                            t.first_token_ms = (self.clock() - t.t0) * 1000
+                        if isinstance(event, ReplyDelta):
+                            t.reply.append(event.text)
+                        elif not isinstance(event, NarrationDelta):
+                            t.answer_events.append(event.model_dump(mode="json"))
+                        yield event
+                annotate(span, status=ctx.status, output="".join(t.reply), rules_version=ctx.rules_version,
+                         first_token_ms=t.first_token_ms)
+        except TimeoutError:
+            error = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
+        except TandemError as exc:
+            error = exc
+        except (asyncio.CancelledError, GeneratorExit):
+            self.sink.emit("turn.cancelled", turn_id=t.turn_id)
+            status = "fallback" if ctx.side_effects else "failed"
+            try:
+                await self._save(t, self._record(t, ctx, status))
+            except TandemError as exc:
+                logger.error("turn %s: cancelled and not saved: %s", t.turn_id, exc.message)
+            raise
+        except Exception as exc:  # a bug in a pipeline or tool: report, never leak internals
+            logger.exception("turn %s failed unexpectedly", t.turn_id)
+            error = TandemError(f"internal error ({type(exc).__name__}); trace {t.trace_id}")
+        status = ctx.status
+        notice: ReplyDelta | None = None
+        if error is not None:
+            if ctx.side_effects:
+                status = "fallback"  # a write happened: complete the turn, tell the truth
+                self.sink.emit("turn.conservative", turn_id=t.turn_id, code=error.code,
+                               side_effects=list(ctx.side_effects))
+                if not t.reply:
+                    notice = ReplyDelta(text=self.side_effect_notice)
+                    t.reply.append(notice.text)
+            else:
+                status = "failed"
+            err_ev = self._error_event(t, error)
+            t.answer_events.append(err_ev.model_dump(mode="json"))
+            if error.rejects_turn and not ctx.side_effects:
+                self.sink.emit("turn.rejected", turn_id=t.turn_id, code=error.code)
+                yield err_ev
+                yield self._done(t, "failed", ctx)
+                return
+        else:
+            err_ev = None
+        # Store before yielding anything more: a client that leaves now loses nothing.
+        loop = asyncio.get_running_loop()
+        budget = max(deadline - loop.time(), self.save_grace_s)
+        save_error: TandemError | None = None
+        try:
+            async with asyncio.timeout(budget):
+                await self._save(t, self._record(t, ctx, status))
+            t.stored = True
+        except TimeoutError:
+            save_error = StoreUnavailable("the session store did not answer in time; the turn was not saved")
+        except TandemError as exc:
+            save_error = exc
+        if err_ev is not None:
+            yield err_ev
+        if notice is not None:
+            yield notice
+        if save_error is not None:
+            logger.error("turn %s: not saved: %s", t.turn_id, save_error.message)
+            yield self._error_event(t, save_error)
+            status = "failed"
+        yield self._done(t, status, ctx)

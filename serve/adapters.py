@@ -12,18 +12,21 @@ from typing import Any
 from ray.serve.handle import DeploymentHandle
 
 from pipelines.dr.ports import ToolCallResult, ToolSession
-from pipelines.errors import TandemError, ToolError
+from pipelines.errors import ToolError
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
+from serve.foreign import CPU_ERRORS, translate, unwrap
 
-__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap", "tool_port"]
+__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap",
+           "remote_call", "tool_port"]
 
 
-def unwrap(exc: BaseException) -> BaseException:
-    """The :class:`TandemError` a remote replica raised, if that is what Ray wrapped."""
-    cause = getattr(exc, "cause", None)
-    while cause is not None and not isinstance(exc, TandemError):
-        exc, cause = cause, getattr(cause, "cause", None)
-    return exc
+async def remote_call(handle: DeploymentHandle, method: str, *args: Any, what: str, **kwargs: Any) -> Any:
+    """Await ``handle.<method>.remote(...)``; every foreign error leaves as a :mod:`pipelines.errors` class
+    (a TandemError the replica raised keeps its class; see :mod:`serve.foreign`)."""
+    try:
+        return await getattr(handle, method).remote(*args, **kwargs)
+    except Exception as exc:
+        raise translate(exc, CPU_ERRORS, what=what, default=ToolError) from exc
 
 
 class HandleToolRunner:
@@ -33,19 +36,11 @@ class HandleToolRunner:
         self.handle = handle
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        try:
-            return await self.handle.call.remote(name, args, session)
-        except Exception as exc:
-            inner = unwrap(exc)
-            if isinstance(inner, TandemError):
-                raise inner from exc
-            raise ToolError(f"tool {name!r} failed in the tools deployment: {type(exc).__name__}") from exc
+        return await remote_call(self.handle, "call", name, args, session,
+                                 what=f"tool {name!r} failed in the tools deployment")
 
     async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        try:
-            return await self.handle.precheck.remote(name, args, session)
-        except Exception as exc:
-            raise ToolError(f"precheck of {name!r} failed: {type(exc).__name__}") from exc
+        return await remote_call(self.handle, "precheck", name, args, session, what=f"precheck of {name!r} failed")
 
 
 class HandleGuardrails:
@@ -60,18 +55,12 @@ class HandleGuardrails:
         return self._version
 
     async def pre(self, text: str, history: Sequence[str] = ()) -> PreGuardResult:
-        try:
-            res: PreGuardResult = await self.handle.pre.remote(text, list(history))
-        except Exception as exc:
-            inner = unwrap(exc)
-            if isinstance(inner, TandemError):
-                raise inner from exc
-            raise
+        res: PreGuardResult = await remote_call(self.handle, "pre", text, list(history), what="pre-guard failed")
         self._version = res.rules_version
         return res
 
     async def post(self, sentence: str, view: PostGuardView, context: str = "") -> SentenceVerdict:
-        return await self.handle.post.remote(sentence, view, context)
+        return await remote_call(self.handle, "post", sentence, view, context, what="post-guard failed")
 
 
 class _Remote:
@@ -81,13 +70,7 @@ class _Remote:
         self.handle = handle
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await getattr(self.handle, method).remote(*args, **kwargs)
-        except Exception as exc:
-            inner = unwrap(exc)
-            if isinstance(inner, TandemError):
-                raise inner from exc
-            raise ToolError(f"{method} failed in a CPU deployment: {type(exc).__name__}") from exc
+        return await remote_call(self.handle, method, *args, what=f"{method} failed in a CPU deployment", **kwargs)
 
 
 class HandleCoachTools(_Remote):

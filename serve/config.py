@@ -25,7 +25,10 @@ __all__ = [
     "DeploymentOptions",
     "ModelDeploymentConfig",
     "RolesConfig",
+    "ApiKeyEntry",
     "AuthConfig",
+    "LimitsConfig",
+    "IngressConfig",
     "StoreConfig",
     "TelemetryConfig",
     "PipelineSettings",
@@ -52,10 +55,46 @@ class RolesConfig(Strict):
     slot_extractor: str
 
 
+class ApiKeyEntry(Strict):
+    """One API key as the server knows it: an id (the principal) and the key's SHA-256, never the key."""
+
+    id: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    sha256: str = Field(..., pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the key")
+
+
 class AuthConfig(Strict):
+    """API keys (``Authorization: Bearer <key>``; gRPC metadata ``authorization``).
+
+    Off: single-tenant development mode, every request is the principal ``local``.
+    On: every route but ``/healthz`` and ``/readyz`` needs a key; the key's id owns
+    the sessions it creates. Keys come from ``keys``, the env var ``api_keys_env``
+    (``id:sha256,id:sha256``) and ``keys_file`` (re-read when it changes), and
+    from the ingress's ``user_config`` (rotation without a restart).
+    """
+
     enabled: bool = False
-    api_keys: list[str] = Field(default_factory=list, description="Static keys (prefer api_keys_env).")
-    api_keys_env: str | None = Field(None, description="Env var holding comma-separated keys.")
+    keys: list[ApiKeyEntry] = Field(default_factory=list)
+    api_keys_env: str | None = Field(None, description="Env var holding 'id:sha256hex' entries, comma-separated.")
+    keys_file: str | None = Field(None, description="YAML list of {id, sha256}; re-read on change.")
+
+
+class LimitsConfig(Strict):
+    """Per-key rate limits (the ``limits`` library): a moving window per API key id."""
+
+    rate: str | None = Field(None, description="e.g. '20/second' or '600/minute'; None: no limit.")
+    storage_url: str = Field("memory://", description="memory:// (one replica) or redis://... (shared).")
+    storage_url_env: str | None = Field(None, description="Env var holding the storage URL (production).")
+
+    @model_validator(mode="after")
+    def _parses(self) -> LimitsConfig:
+        if self.rate is not None:
+            import limits
+
+            try:
+                limits.parse_many(self.rate)
+            except ValueError as exc:
+                raise ValueError(f"rate {self.rate!r} is not a limits expression (e.g. '20/second')") from exc
+        return self
 
 
 class StoreConfig(Strict):
@@ -63,12 +102,27 @@ class StoreConfig(Strict):
     path: str | None = Field(None, description="SQLite file; default <cache>/sessions.db")
     url: str | None = Field(None, description="Redis URL (redis://host:port/db)")
     url_env: str | None = None
+    ttl_s: float | None = Field(7 * 86400.0, gt=0, description="A session expires this long after its last turn.")
+    vault_key_env: str | None = Field(None, description="Env var holding the Fernet key that seals PII vaults.")
+    vault_key_file: str | None = Field(None, description="File holding that key; default <cache>/vault.key.")
 
     @model_validator(mode="after")
     def _needs(self) -> StoreConfig:
         if self.kind == "redis" and not (self.url or self.url_env):
             raise ValueError("a redis store needs url or url_env")
+        if self.kind == "redis" and not (self.vault_key_env or self.vault_key_file):
+            raise ValueError("a redis store needs vault_key_env or vault_key_file (replicas share the key)")
         return self
+
+
+class IngressConfig(DeploymentOptions):
+    """The ingress deployment's options plus what the edge enforces."""
+
+    max_body_bytes: int = Field(65536, ge=1024, description="HTTP bodies over this are refused (413) unread.")
+    max_json_depth: int = Field(16, ge=2, le=256, description="Deeper JSON bodies are refused (400).")
+    sse_heartbeat_s: float = Field(10.0, gt=0, description="An SSE comment line while a turn is silent.")
+    session_lock_wait_s: float = Field(10.0, ge=0, description="A second turn of a session waits this long, "
+                                       "then 409 / ABORTED.")
 
 
 class TelemetryConfig(Strict):
@@ -107,8 +161,9 @@ class AppConfig(Strict):
     profile: str = "embedded"
     models: dict[str, ModelDeploymentConfig]
     roles: RolesConfig
-    ingress: DeploymentOptions = Field(default_factory=DeploymentOptions)
+    ingress: IngressConfig = Field(default_factory=IngressConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     pipeline: PipelineSettings = Field(
@@ -179,10 +234,24 @@ def _validate_rule_bundle(user_config: dict[str, Any], domain: str = "coach") ->
     load_rule_bundle(domain, user_config["rules"])
 
 
-# Deployments whose rule tables arrive as Ray Serve user_config, and each table's validator.
+def _validate_ingress_user_config(user_config: dict[str, Any]) -> None:
+    """``{auth: {keys: [{id, sha256}, ...]}}``: API keys rotated live on the ingress."""
+    if set(user_config) - {"auth"}:
+        raise ValueError(f"unknown keys {sorted(set(user_config) - {'auth'})} (expected 'auth')")
+    auth = user_config.get("auth") or {}
+    if not isinstance(auth, dict) or set(auth) - {"keys"}:
+        raise ValueError("auth: only 'keys' (a list of {id, sha256}) can change live")
+    try:
+        [ApiKeyEntry.model_validate(k) for k in auth.get("keys") or []]
+    except ValidationError as exc:
+        raise ValueError(f"auth.keys: {format_validation_error(exc)}") from exc
+
+
+# Deployments whose live tables arrive as Ray Serve user_config, and each one's validator.
 USER_CONFIG_VALIDATORS: dict[str, Any] = {
     "GuardrailsServer": _validate_guardrail_table,
     "RuleKernels": _validate_rule_bundle,
+    "TandemIngress": _validate_ingress_user_config,
 }
 
 

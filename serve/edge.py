@@ -1,34 +1,53 @@
-"""Errors at the edge, in one place: HTTP responses, gRPC statuses, logging, auth.
+"""Errors and bodies at the edge, in one place: HTTP responses, gRPC statuses, logging, body limits.
 
-5xx are logged at error, 4xx at warning; internal exception text never
-reaches a client. ``status_for`` / ``grpc_code_for`` are derived from the
-class attributes of :mod:`pipelines.errors`, so the tables cannot drift.
+Every status comes from the table on the classes of :mod:`pipelines.errors`
+(``http_status``, ``grpc_status``, ``code``, ``retry_after_s``): an exception
+is mapped by its class, an ``error`` event by its code. 5xx are logged at
+error, 4xx at warning; internal exception text never reaches a client.
+
+Bodies: :func:`read_body` refuses a declared or streamed size over the cap
+before anything is parsed (413), :func:`decode_json` refuses invalid UTF-8 and
+malformed JSON (400) and JSON nested deeper than the cap (400) before the
+parser could recurse. Responses are rendered with ASCII escapes, so even a
+lone surrogate echoed in a message can never break the encoder.
 """
 
 from __future__ import annotations
 
-import hmac
+import json
 import logging
-import os
-from collections.abc import Iterable
+import math
 from typing import Any
 
 import grpc
 from fastapi.responses import JSONResponse
 
-from pipelines.errors import TandemError, Unauthenticated
+from pipelines.errors import InvalidInput, PayloadTooLarge, TandemError, error_class_for_code
 
 __all__ = [
     "error_body",
+    "SafeJSONResponse",
     "http_error",
+    "http_error_for_event",
     "grpc_code_for",
+    "grpc_fail",
     "log_error",
-    "ApiKeys",
+    "read_body",
+    "decode_json",
+    "json_depth",
+    "retry_after_header",
     "INTERNAL_MESSAGE",
 ]
 
 logger = logging.getLogger("tandem.edge")
 INTERNAL_MESSAGE = "internal error; see the server log with this request's trace id"
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON with ASCII escapes: any Python string renders, lone surrogates included."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -45,15 +64,29 @@ def log_error(exc: BaseException, *, where: str, status: int) -> None:
         logger.warning("%s: %s", where, exc)
 
 
-def http_error(exc: BaseException, *, where: str = "http") -> JSONResponse:
-    """A JSON error response for any exception (TandemError keeps its status and code)."""
+def retry_after_header(seconds: float | None) -> dict[str, str]:
+    """``{"Retry-After": "<whole seconds>"}`` (rounded up, at least 1), or {} without a hint."""
+    return {} if seconds is None else {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def http_error(exc: BaseException, *, where: str = "http", extra: dict[str, Any] | None = None) -> JSONResponse:
+    """A JSON error response for any exception (a TandemError keeps its row of the table)."""
     if isinstance(exc, TandemError):
         status, body = exc.http_status, error_body(exc.code, exc.message, exc.details or None)
+        headers = retry_after_header(exc.retry_after_s)
+        if status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="tandem"'
     else:
-        status, body = 500, error_body("internal", INTERNAL_MESSAGE)
+        status, body, headers = 500, error_body("internal", INTERNAL_MESSAGE), {}
     log_error(exc, where=where, status=status)
-    headers = {"Retry-After": "1"} if status in (429, 503) else None
-    return JSONResponse(status_code=status, content=body, headers=headers)
+    return SafeJSONResponse(status_code=status, content={**body, **(extra or {})}, headers=headers or None)
+
+
+def http_error_for_event(err: Any, *, where: str, extra: dict[str, Any] | None = None) -> JSONResponse:
+    """The response for a turn that ended with an ``error`` event (its code is a row of the table)."""
+    cls = error_class_for_code(err.code)
+    exc = cls(err.message, retry_after_s=err.retry_after_s)
+    return http_error(exc, where=where, extra=extra)
 
 
 def grpc_code_for(exc: BaseException) -> grpc.StatusCode:
@@ -62,23 +95,74 @@ def grpc_code_for(exc: BaseException) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-class ApiKeys:
-    """Static API keys (``Authorization: Bearer <key>``, gRPC metadata ``authorization``)."""
+def grpc_fail(context: Any, exc: BaseException, *, where: str) -> None:
+    """Set the gRPC status (code, details, ``retry-after`` trailing metadata) for an error."""
+    code = grpc_code_for(exc)
+    msg = exc.message if isinstance(exc, TandemError) else INTERNAL_MESSAGE
+    log_error(exc, where=where, status=exc.http_status if isinstance(exc, TandemError) else 500)
+    if context is None:
+        return
+    context.set_code(code)
+    context.set_details(msg)
+    retry = retry_after_header(exc.retry_after_s if isinstance(exc, TandemError) else None)
+    if retry and hasattr(context, "set_trailing_metadata"):
+        context.set_trailing_metadata((("retry-after", retry["Retry-After"]),))
 
-    def __init__(self, enabled: bool, keys: Iterable[str] = (), keys_env: str | None = None) -> None:
-        found = [k for k in keys if k]
-        if keys_env:
-            found += [k.strip() for k in os.environ.get(keys_env, "").split(",") if k.strip()]
-        self.enabled = enabled
-        self._keys = [k.encode() for k in found]
-        if enabled and not self._keys:
-            logger.warning("auth is enabled but no API key is configured: every request will be refused")
 
-    def check(self, header: str | None) -> None:
-        if not self.enabled:
-            return
-        if not header or not header.lower().startswith("bearer "):
-            raise Unauthenticated("missing bearer token (Authorization: Bearer <api key>)")
-        token = header[7:].strip().encode()
-        if not any(hmac.compare_digest(token, k) for k in self._keys):
-            raise Unauthenticated("unknown API key")
+async def read_body(request: Any, max_bytes: int) -> bytes:
+    """The request body, refused (413) once it is over ``max_bytes`` — declared or streamed."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise InvalidInput("Content-Length is not a number") from None
+        if size > max_bytes:
+            raise PayloadTooLarge(f"body is {size} bytes; the limit is {max_bytes}",
+                                  details={"limit": max_bytes, "length": size})
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > max_bytes:
+            raise PayloadTooLarge(f"body is over the {max_bytes}-byte limit", details={"limit": max_bytes})
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def json_depth(text: str) -> int:
+    """The nesting depth of a JSON text's arrays and objects (brackets inside strings ignored)."""
+    depth = deepest = 0
+    in_str = escaped = False
+    for ch in text:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def decode_json(raw: bytes, *, max_depth: int) -> Any:
+    """A UTF-8 JSON body, parsed only once it is known to be no deeper than ``max_depth``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("request body is not valid UTF-8", details={"position": exc.start}) from exc
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise InvalidInput(f"JSON nested {depth} deep; the limit is {max_depth}",
+                           details={"limit": max_depth, "depth": depth})
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInput(f"request body is not valid JSON: {str(exc)[:200]}") from exc

@@ -35,7 +35,10 @@ def event_to_proto(ev: Any) -> pb.Event:
     elif isinstance(ev, EscalationEvent):
         out.escalation.CopyFrom(pb.Escalation(reason_code=ev.reason_code, message=ev.message))
     elif isinstance(ev, ErrorEvent):
-        out.error.CopyFrom(pb.Error(code=ev.code, message=ev.message))
+        err = pb.Error(code=ev.code, message=ev.message)
+        if ev.retry_after_s is not None:
+            err.retry_after_s = ev.retry_after_s
+        out.error.CopyFrom(err)
     elif isinstance(ev, DoneEvent):
         t = ev.timings
         timings = pb.Timings(queue_ms=t.queue_ms, end_ms=t.end_ms, stages=t.stages)
@@ -45,6 +48,7 @@ def event_to_proto(ev: Any) -> pb.Event:
             pb.Done(
                 session_id=ev.session_id, turn_id=ev.turn_id, trace_id=ev.trace_id, status=ev.status,
                 pipeline=ev.pipeline, timings=timings, rules_version=ev.rules_version or "",
+                replayed=ev.replayed,
             )
         )
     else:  # pragma: no cover - the union is closed
@@ -65,12 +69,13 @@ def proto_to_event(msg: pb.Event) -> Any:
     elif kind == "escalation":
         data = {"reason_code": msg.escalation.reason_code, "message": msg.escalation.message}
     elif kind == "error":
-        data = {"code": msg.error.code, "message": msg.error.message}
+        data = {"code": msg.error.code, "message": msg.error.message,
+                "retry_after_s": msg.error.retry_after_s if msg.error.HasField("retry_after_s") else None}
     elif kind == "done":
         d, t = msg.done, msg.done.timings
         data = {
             "session_id": d.session_id, "turn_id": d.turn_id, "trace_id": d.trace_id, "status": d.status,
-            "pipeline": d.pipeline, "rules_version": d.rules_version or None,
+            "pipeline": d.pipeline, "rules_version": d.rules_version or None, "replayed": d.replayed,
             "timings": {"queue_ms": t.queue_ms, "end_ms": t.end_ms, "stages": dict(t.stages),
                         "first_token_ms": t.first_token_ms if t.HasField("first_token_ms") else None},
         }

@@ -8,7 +8,7 @@ after the rpcs, which Ray Serve's gRPC proxy calls.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -16,83 +16,108 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import Request
+from fastapi.responses import StreamingResponse
 from ray.serve.handle import DeploymentHandle
 from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.prepare import cache_dir
-from pipelines.errors import InvalidInput, NotFound, TandemError
+from pipelines.errors import NotFound, TandemError, ToolError, error_class_for_code
 from pipelines.events import TurnAnswer, TurnRequest
 from pipelines.registry import Parts, build_pipeline
+from pipelines.sessions import LOCAL_PRINCIPAL
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
-from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port
+from pipelines.turn_input import check_idempotency_key
+from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port, unwrap
+from serve.auth import ApiKeys, RateLimiter, parse_key_entries
 from serve.config import AppConfig, StoreConfig, parse_app_config
-from serve.edge import ApiKeys, error_body, grpc_code_for, http_error, log_error
+from serve.edge import (
+    SafeJSONResponse,
+    decode_json,
+    error_body,
+    grpc_fail,
+    http_error,
+    http_error_for_event,
+    read_body,
+)
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
+from serve.http_app import OPEN_PATHS, http_app
 from serve.metrics import ServeCounters, TurnMetrics
 from serve.model_client import ServeModelClient
+from serve.openapi import SESSION_ROUTE_DOC, TURN_ROUTE_DOC
+from serve.streaming import sse_frame, with_heartbeats
 from serve.telemetry import JsonlEventSink
 
-__all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS"]
+__all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS", "OPEN_PATHS"]
 
 logger = logging.getLogger("tandem.ingress")
 
 
 def make_store(cfg: StoreConfig) -> Any:
+    """The configured session store, behind the PII vault (placeholders at rest, sealed values)."""
+    from serve.stores.vault import RedactingStore, VaultCipher
+
     if cfg.kind == "sqlite":
         from serve.stores.sqlite import SQLiteSessionStore
 
-        return SQLiteSessionStore(Path(cfg.path).expanduser() if cfg.path else cache_dir() / "sessions.db")
-    from serve.stores.redis import RedisSessionStore  # production profile
+        inner: Any = SQLiteSessionStore(Path(cfg.path).expanduser() if cfg.path else cache_dir() / "sessions.db",
+                                        ttl_s=cfg.ttl_s)
+    else:
+        from serve.stores.redis import RedisSessionStore  # production profile
 
-    return RedisSessionStore.from_config(cfg)
+        inner = RedisSessionStore.from_config(cfg)
+    cipher = VaultCipher.from_settings(key_env=cfg.vault_key_env, key_file=cfg.vault_key_file,
+                                       default_file=cache_dir() / "vault.key")
+    return RedactingStore(inner, cipher)
 
 
-def sse_frame(ev: Any) -> str:
-    return f"event: {ev.type}\ndata: {ev.model_dump_json()}\n\n"
+# How long an SSE request waits for its first event before the headers go out: a turn refused
+# before any output (the pre-guard's InvalidInput, back-pressure at the first model call) still
+# answers with its status instead of a 200 stream. Later refusals are `error` events in the stream.
+REFUSAL_WINDOW_S = 0.5
 
 
-def http_app() -> FastAPI:
-    app = FastAPI(title="Tandem", version="0.1.0")
+def _refusal(ev: Any) -> bool:
+    """An ``error`` event of a class that refuses turns (as the first event: nothing happened)."""
+    return getattr(ev, "type", None) == "error" and error_class_for_code(ev.code).rejects_turn
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_exc(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        msg = exc.detail if isinstance(exc.detail, str) else "request failed"
-        if exc.status_code == 404 and msg == "Not Found":
-            msg = f"no route for {request.method} {request.url.path}"
-        log_error(exc, where=f"{request.method} {request.url.path}", status=exc.status_code)
-        return JSONResponse(status_code=exc.status_code, content=error_body(code, msg))
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()]
-        return JSONResponse(status_code=422, content=error_body("validation_error", "invalid request", {"fields": problems}))
+def _answer(events: list[Any]) -> dict[str, Any] | None:
+    done = [e for e in events if getattr(e, "type", None) in ("error", "done", "reply.delta", "narration.delta")]
+    if not done or done[-1].type != "done":
+        return None
+    return TurnAnswer.from_events(done).model_dump(mode="json")
 
-    @app.exception_handler(TandemError)
-    async def _tandem(request: Request, exc: TandemError) -> JSONResponse:
-        return http_error(exc, where=f"{request.method} {request.url.path}")
 
-    try:  # OpenAI routes raise Ray's OpenAIHTTPException: keep the OpenAI error shape for them.
-        from ray.llm._internal.serve.core.configs.openai_api_models import OpenAIHTTPException
+class _Recorded:
+    """A started turn's events, recording the ``done`` in the turn metrics; closable unstarted."""
 
-        @app.exception_handler(OpenAIHTTPException)
-        async def _openai(request: Request, exc: OpenAIHTTPException) -> JSONResponse:
-            return JSONResponse(
-                status_code=exc.status_code,
-                content={"error": {"code": exc.status_code, "type": exc.type, "message": exc.message}},
-            )
-    except ImportError:  # pragma: no cover
-        pass
-    return app
+    def __init__(self, events: Any, metrics: TurnMetrics) -> None:
+        self._events = events
+        self._metrics = metrics
+
+    def __aiter__(self) -> _Recorded:
+        return self
+
+    async def __anext__(self) -> Any:
+        ev = await self._events.__anext__()
+        if ev.type == "done":
+            self._metrics.record(ev)
+        return ev
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
 
 
 class TandemIngress(OpenAiIngress):
-    """Ingress replica: validates, authenticates, runs the turn pipeline, renders events."""
+    """Ingress replica: authenticates, validates, runs the turn pipeline, renders events.
+
+    Every route and rpc answers errors from the one table (:mod:`pipelines.errors`):
+    a turn refused before it started gets its status (HTTP) / code (gRPC); a turn that
+    failed on the way keeps its ``error`` event in the stream and, as one answer
+    (JSON, unary ``Turn``), the status of that error.
+    """
 
     def __init__(
         self,
@@ -117,7 +142,8 @@ class TandemIngress(OpenAiIngress):
         self.models = ServeModelClient(routes)
         self.store = make_store(cfg.store)
         self.sink = JsonlEventSink(cfg.telemetry.jsonl_dir, component="ingress")
-        self.auth = ApiKeys(cfg.auth.enabled, cfg.auth.api_keys, cfg.auth.api_keys_env)
+        self.auth = ApiKeys(cfg.auth)
+        self.limiter = RateLimiter(cfg.limits)
         self.turn_metrics = TurnMetrics()
         # The pipeline: its kind's record says what it needs; every handle is wrapped in its port.
         self.counters = ServeCounters()
@@ -133,9 +159,16 @@ class TandemIngress(OpenAiIngress):
         self.runner = TurnRunner(
             self.pipeline, self.store, sink=self.sink,
             max_history_turns=history, deadline_s=cfg.pipeline.turn_deadline_s,
+            lock_wait_s=cfg.ingress.session_lock_wait_s,
         )
         self._llm_handles = dict(llm_deployments)
-        logger.info("tandem ingress ready: pipeline=%s profile=%s", self.pipeline.name, cfg.profile)
+        logger.info("tandem ingress ready: pipeline=%s profile=%s auth=%s", self.pipeline.name, cfg.profile,
+                    "on" if cfg.auth.enabled else "off (single-tenant development mode)")
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """Ray Serve ``user_config`` of the ingress: ``{auth: {keys: [{id, sha256}, ...]}}`` (rotation, live)."""
+        keys = (user_config.get("auth") or {}).get("keys", [])
+        self.auth.set_live_keys(parse_key_entries(keys, source="TandemIngress user_config"))
 
     # -- shared core ---------------------------------------------------------------
 
@@ -143,67 +176,88 @@ class TandemIngress(OpenAiIngress):
         validate_session_id(session_id)
         return parse_turn_request(body, max_text_chars=self.config.pipeline.max_text_chars)
 
-    async def _events(self, session_id: str, req: TurnRequest, received_at: float) -> AsyncIterator[Any]:
+    async def _start(self, session_id: str, req: TurnRequest, received_at: float, principal: str,
+                     idempotency_key: str | None) -> AsyncIterator[Any]:
+        """The started turn's events; raises the TandemError of a turn refused before it began."""
+        events = await self.runner.start(session_id, req, trace_id=current_trace_id(), received_at=received_at,
+                                         principal=principal, idempotency_key=idempotency_key)
         if self._coach_tools is not None:  # a coach session plays as the request's user
-            await self._coach_tools.ensure_bound.remote(session_id, req.user_id)
-        async for ev in self.runner.run(session_id, req, trace_id=current_trace_id(), received_at=received_at):
-            if ev.type == "done":
-                self.turn_metrics.record(ev)
-            yield ev
+            try:
+                await self._coach_tools.ensure_bound.remote(session_id, req.user_id)
+            except Exception as exc:
+                await events.aclose()
+                inner = unwrap(exc)
+                if isinstance(inner, TandemError):
+                    raise inner from exc
+                raise ToolError(f"the coach tools could not bind the session: {type(exc).__name__}") from exc
+        return _Recorded(events, self.turn_metrics)
 
     async def counters_snapshot(self) -> dict[str, dict[str, int]]:
         """This replica's DR counters (also exported as Prometheus metrics)."""
         return self.counters.snapshot()
 
-    async def _history(self, session_id: str) -> list[Any]:
+    async def _history(self, session_id: str, principal: str) -> list[Any]:
+        """The owner's history; any other principal (or no session) is 404 — no existence oracle."""
         validate_session_id(session_id)
-        if not await self.store.session_exists(session_id):
+        if await self.store.owner(session_id) != principal or not await self.store.session_exists(session_id):
             raise NotFound(f"no session {session_id!r}", details={"session_id": session_id})
         return await self.store.get_history(session_id)
 
+    def _rejected(self, exc: TandemError, session_id: str, protocol: str) -> None:
+        self.sink.emit("request.rejected", session_id=session_id[:64], code=exc.code, protocol=protocol)
+
     # -- HTTP ------------------------------------------------------------------------
+
+    def _http_principal(self, request: Request) -> str:
+        principal = getattr(request.state, "principal", None)
+        return principal if principal is not None else self.auth.principal(request.headers.get("authorization"))
 
     async def create_turn(self, session_id: str, request: Request) -> Any:
         received = time.monotonic()
+        where = f"POST /v1/sessions/{session_id[:64]}/turns"
         try:
-            self.auth.check(request.headers.get("authorization"))
-            raw = await request.body()
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InvalidInput("request body is not valid UTF-8", details={"position": exc.start}) from exc
-            try:
-                body = json.loads(text)
-            except ValueError as exc:
-                raise InvalidInput(f"request body is not valid JSON: {exc}") from exc
+            principal = self._http_principal(request)
+            validate_session_id(session_id)
+            idem = check_idempotency_key(request.headers.get("idempotency-key"))
+            body = decode_json(await read_body(request, self.config.ingress.max_body_bytes),
+                               max_depth=self.config.ingress.max_json_depth)
             req = self._validate(session_id, body)
+            events = await self._start(session_id, req, received, principal, idem)
         except TandemError as exc:
-            self.sink.emit("request.rejected", session_id=session_id[:64], code=exc.code, protocol="http")
-            return http_error(exc, where=f"POST /v1/sessions/{session_id[:64]}/turns")
+            self._rejected(exc, session_id, "http")
+            return http_error(exc, where=where)
         if "text/event-stream" in request.headers.get("accept", ""):
+            beat = self.config.ingress.sse_heartbeat_s
+            stream = with_heartbeats(events, beat, first_s=min(beat, REFUSAL_WINDOW_S))
+            first = await anext(stream)
+            if _refusal(first):  # refused before any output (pre-guard, back-pressure): its status, no stream
+                rest = [ev async for ev in stream]
+                return http_error_for_event(first, where=where, extra={"answer": _answer([first, *rest])})
+
             async def frames() -> AsyncIterator[str]:
-                async for ev in self._events(session_id, req, received):
+                yield sse_frame(first)
+                async for ev in stream:
                     yield sse_frame(ev)
 
             return StreamingResponse(frames(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        events = [ev async for ev in self._events(session_id, req, received)]
-        answer = TurnAnswer.from_events(events)
-        body = json.loads(answer.model_dump_json())
+        got = [ev async for ev in events]
+        answer = TurnAnswer.from_events(got)
+        body = answer.model_dump(mode="json")
         if answer.status == "failed":
-            err = next((e for e in events if e.type == "error"), None)
-            code = err.code if err else "turn_failed"
-            status = 504 if code == "model_timeout" else 502
-            return JSONResponse(status_code=status, content={**error_body(code, err.message if err else "turn failed"), "answer": body})
-        return JSONResponse(content=body)
+            err = next((e for e in reversed(got) if e.type == "error"), None)
+            if err is not None:
+                return http_error_for_event(err, where=where, extra={"answer": body})
+            return SafeJSONResponse(status_code=500, content={**error_body("internal", "turn failed"),
+                                                              "answer": body})
+        return SafeJSONResponse(content=body)
 
     async def get_session(self, session_id: str, request: Request) -> Any:
         try:
-            self.auth.check(request.headers.get("authorization"))
-            turns = await self._history(session_id)
+            turns = await self._history(session_id, self._http_principal(request))
         except TandemError as exc:
             return http_error(exc, where=f"GET /v1/sessions/{session_id[:64]}")
-        return {"session_id": session_id, "turns": [t.model_dump(mode="json") for t in turns]}
+        return SafeJSONResponse(content={"session_id": session_id, "turns": [t.model_dump(mode="json") for t in turns]})
 
     async def healthz(self) -> dict[str, str]:
         return {"status": "ok"}
@@ -220,61 +274,93 @@ class TandemIngress(OpenAiIngress):
         except Exception as exc:
             problems["store"] = type(exc).__name__
         if problems:
-            return JSONResponse(status_code=503, content={"status": "not_ready", "problems": problems})
+            return SafeJSONResponse(status_code=503, content={"status": "not_ready", "problems": problems})
         return {"status": "ready", "models": sorted(self._llm_handles), "pipeline": self.pipeline.name}
 
     # -- gRPC (method names equal the rpc names) -------------------------------------
 
-    def _grpc_auth(self, grpc_context: Any) -> None:
-        md = dict(grpc_context.invocation_metadata() or [])
-        self.auth.check(md.get("authorization"))
+    def _grpc_caller(self, grpc_context: Any) -> tuple[str, str | None]:
+        """(principal, idempotency key) from the call's metadata; rate-limited like HTTP."""
+        md = dict(grpc_context.invocation_metadata() or []) if grpc_context is not None else {}
+        principal = self.auth.principal(md.get("authorization")) if grpc_context is not None else LOCAL_PRINCIPAL
+        self.limiter.hit(principal)
+        return principal, check_idempotency_key(md.get("idempotency-key"))
 
-    def _grpc_fail(self, grpc_context: Any, exc: BaseException, where: str) -> None:
-        code = grpc_code_for(exc)
-        msg = exc.message if isinstance(exc, TandemError) else "internal error"
-        log_error(exc, where=where, status=exc.http_status if isinstance(exc, TandemError) else 500)
-        grpc_context.set_code(code)
-        grpc_context.set_details(msg)
-
-    def _grpc_request(self, request: Any, grpc_context: Any) -> tuple[str, TurnRequest]:
-        self._grpc_auth(grpc_context)
-        body = {"text": request.text, "locale": request.locale or "en"}
+    def _grpc_request(self, request: Any) -> tuple[str, TurnRequest]:
+        body: dict[str, Any] = {"text": request.text, "locale": request.locale or "en"}
         if request.user_id:
             body["user_id"] = request.user_id
         return request.session_id, self._validate(request.session_id, body)
+
+    async def _grpc_start(self, request: Any, grpc_context: Any, received: float) -> AsyncIterator[Any]:
+        principal, idem = self._grpc_caller(grpc_context)
+        session_id, req = self._grpc_request(request)
+        return await self._start(session_id, req, received, principal, idem)
+
+    @staticmethod
+    def _failure(events: list[Any]) -> TandemError | None:
+        """The table row of a failed turn (its last ``error`` event), or None when it did not fail."""
+        if not events or events[-1].type != "done" or events[-1].status != "failed":
+            return None
+        err = next((e for e in reversed(events) if e.type == "error"), None)
+        if err is None:
+            return TandemError("turn failed")
+        return error_class_for_code(err.code)(err.message, retry_after_s=err.retry_after_s)
 
     async def Turn(self, request: Any, grpc_context: Any = None) -> Any:  # noqa: N802
         received = time.monotonic()
         from serve.protos import assistant_pb2 as pb
 
         try:
-            session_id, req = self._grpc_request(request, grpc_context)
+            events = await self._grpc_start(request, grpc_context, received)
         except TandemError as exc:
-            self._grpc_fail(grpc_context, exc, "grpc Turn")
+            self._rejected(exc, str(request.session_id), "grpc")
+            grpc_fail(grpc_context, exc, where="grpc Turn")
             return pb.TurnAnswer()
-        events = [ev async for ev in self._events(session_id, req, received)]
-        return answer_to_proto(TurnAnswer.from_events(events))
+        got = [ev async for ev in events]
+        failure = self._failure(got)
+        if failure is not None:  # never OK for a failed turn
+            grpc_fail(grpc_context, failure, where="grpc Turn")
+        return answer_to_proto(TurnAnswer.from_events(got))
 
     async def StreamTurn(self, request: Any, grpc_context: Any = None) -> AsyncIterator[Any]:  # noqa: N802
         received = time.monotonic()
         try:
-            session_id, req = self._grpc_request(request, grpc_context)
+            events = await self._grpc_start(request, grpc_context, received)
         except TandemError as exc:
             # A streaming method reports its status by raising after set_code (Ray Serve wraps
             # the exception into a gRPCStatusError carrying the code we set).
-            self._grpc_fail(grpc_context, exc, "grpc StreamTurn")
+            self._rejected(exc, str(request.session_id), "grpc")
+            grpc_fail(grpc_context, exc, where="grpc StreamTurn")
             raise
-        async for ev in self._events(session_id, req, received):
-            yield event_to_proto(ev)
+        err_ev = None
+        async with contextlib.aclosing(events) as evs:  # type: ignore[type-var]
+            first = True
+            async for ev in evs:
+                if first and _refusal(ev):  # refused before any output: the status alone, as for an early refusal
+                    _ = [e async for e in evs]
+                    failure = error_class_for_code(ev.code)(ev.message, retry_after_s=ev.retry_after_s)
+                    self._rejected(failure, str(request.session_id), "grpc")
+                    grpc_fail(grpc_context, failure, where="grpc StreamTurn")
+                    raise failure
+                first = False
+                yield event_to_proto(ev)
+                if ev.type == "error":
+                    err_ev = ev
+                elif ev.type == "done" and ev.status == "failed":  # the stream ends with the table's code
+                    failure = self._failure([err_ev, ev] if err_ev is not None else [ev])
+                    if failure is not None:
+                        grpc_fail(grpc_context, failure, where="grpc StreamTurn")
+                        raise failure
 
     async def GetSession(self, request: Any, grpc_context: Any = None) -> Any:  # noqa: N802
         from serve.protos import assistant_pb2 as pb
 
         try:
-            self._grpc_auth(grpc_context)
-            turns = await self._history(request.session_id)
+            principal, _ = self._grpc_caller(grpc_context)
+            turns = await self._history(request.session_id, principal)
         except TandemError as exc:
-            self._grpc_fail(grpc_context, exc, "grpc GetSession")
+            grpc_fail(grpc_context, exc, where="grpc GetSession")
             return pb.Session()
         return session_to_proto(request.session_id, turns)
 
@@ -290,8 +376,8 @@ ENDPOINTS = {
     "model_data": lambda app: app.get("/v1/models/{model:path}"),
     "chat": lambda app: app.post("/v1/chat/completions"),
     "completions": lambda app: app.post("/v1/completions"),
-    "create_turn": lambda app: app.post("/v1/sessions/{session_id}/turns"),
-    "get_session": lambda app: app.get("/v1/sessions/{session_id}"),
+    "create_turn": lambda app: app.post("/v1/sessions/{session_id}/turns", **TURN_ROUTE_DOC),
+    "get_session": lambda app: app.get("/v1/sessions/{session_id}", **SESSION_ROUTE_DOC),
     "healthz": lambda app: app.get("/healthz"),
     "readyz": lambda app: app.get("/readyz"),
 }

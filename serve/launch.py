@@ -19,6 +19,12 @@ def _print(msg: str) -> None:
     print(msg, flush=True)
 
 
+# Ray Serve's gRPC proxy parses whole messages before any of our code runs; Ray's cap is 2 GiB.
+# 4 MiB bounds a hostile request and still fits a long session's GetSession answer (the same
+# option caps what the proxy sends). The proxy reads it at start: set before Ray starts.
+GRPC_MAX_MESSAGE_BYTES = 4 * 2**20
+
+
 def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: int | None = None,
               http_port: int | None = None, grpc_port: int | None = None,
               otlp_endpoint: str | None = None) -> dict[str, Any]:
@@ -40,6 +46,7 @@ def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: 
 
             prepared = prepare_embedded_model()
             _print(f"model      {prepared.path} ({'converted' if prepared.converted else 'cached'})")
+    os.environ.setdefault("RAY_SERVE_GRPC_MAX_MESSAGE_SIZE", str(GRPC_MAX_MESSAGE_BYTES))
     import ray
     from ray import serve
     from ray.serve.config import gRPCOptions

@@ -13,35 +13,23 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-from ray.serve.exceptions import (
-    BackPressureError,
-    DeploymentUnavailableError,
-    ReplicaUnavailableError,
-    RequestCancelledError,
-)
+from ray.serve.exceptions import RequestCancelledError
 from ray.serve.handle import DeploymentHandle
 
 from pipelines.errors import (
     InvalidModelOutput,
     ModelUnavailable,
-    Overloaded,
+    TandemError,
     UpstreamError,
 )
 from pipelines.protocols import ModelCall
 from pipelines.spans import start_llm_span
+from serve.foreign import MODEL_ERRORS, translate
 
 __all__ = ["ServeModelClient", "to_chat_request", "parse_sse_item", "usage_of", "call_params", "FOREIGN_ERRORS"]
 
-# Foreign error → our error class (a test checks every entry maps to an UpstreamError or Overloaded).
-FOREIGN_ERRORS: dict[type[BaseException], type[Exception]] = {
-    BackPressureError: Overloaded,
-    DeploymentUnavailableError: ModelUnavailable,
-    ReplicaUnavailableError: ModelUnavailable,
-    ActorDiedError: ModelUnavailable,
-    ActorUnavailableError: ModelUnavailable,
-    RayActorError: ModelUnavailable,
-}
+# Foreign error → our error class (serve.foreign; a test checks every Ray error class against it).
+FOREIGN_ERRORS = MODEL_ERRORS
 
 
 def to_chat_request(model_id: str, call: ModelCall) -> Any:
@@ -148,10 +136,11 @@ class ServeModelClient:
             raise ModelUnavailable(f"no model deployment serves role {role!r}") from None
         request = to_chat_request(model_id, call)
         llm = start_llm_span(role, call.messages, model_id=model_id, params=call_params(call))
-        with llm.activate():  # the model deployment's spans nest under the LLM span
-            gen = handle.chat.remote(request)
+        gen = None
         finished = False
         try:
+            with llm.activate():  # the model deployment's spans nest under the LLM span
+                gen = handle.chat.remote(request)
             async for item in gen:
                 for text in parse_sse_item(item):
                     llm.add(text)
@@ -159,14 +148,12 @@ class ServeModelClient:
                 if (usage := usage_of(item)) is not None:
                     llm.usage(*usage)
             finished = True
-        except (UpstreamError, Overloaded):
+        except (TandemError, RequestCancelledError):
             raise
-        except RequestCancelledError:
-            raise
-        except tuple(FOREIGN_ERRORS) as exc:
-            cls = next(v for k, v in FOREIGN_ERRORS.items() if isinstance(exc, k))
-            raise cls(f"model deployment for role {role!r} failed: {type(exc).__name__}") from exc
+        except Exception as exc:
+            raise translate(exc, MODEL_ERRORS, what=f"model deployment for role {role!r} failed",
+                            default=UpstreamError) from exc
         finally:
-            if not finished:  # the caller stopped early (or failed): stop the engine decoding for us
+            if not finished and gen is not None:  # the caller stopped early (or failed): stop the engine
                 gen.cancel()
             llm.end(None if finished else sys.exc_info()[1])

@@ -10,6 +10,12 @@
 
 Reads the turns from the configured session store and the events from the
 telemetry directory (JSON lines). Exit code 0 when every decision is identical.
+
+An operator tool, not a session route: it runs where the store file / Redis URL,
+the vault key and the telemetry files are, so whoever runs it can read every
+session anyway and tenancy cannot be enforced *by* it. ``--principal ID`` makes
+it behave like a session route for that principal (a session owned by anyone
+else reads as unknown), for replaying on a tenant's behalf.
 """
 
 from __future__ import annotations
@@ -43,8 +49,11 @@ def load_events(directory: Path, turn_ids: set[str]) -> dict[str, list[dict[str,
     return out
 
 
-async def replay_session(session_id: str, store: Any, telemetry: Path) -> list[dict[str, Any]]:
+async def replay_session(session_id: str, store: Any, telemetry: Path,
+                         principal: str | None = None) -> list[dict[str, Any]]:
     """One result row per replayed decision unit (a DR turn, or a W3 pick)."""
+    if principal is not None and await store.owner(session_id) != principal:
+        raise LookupError(f"no stored turns for session {session_id!r}")
     turns = await store.get_history(session_id)
     if not turns:
         raise LookupError(f"no stored turns for session {session_id!r}")
@@ -99,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="configs/embedded.yaml", help="the Serve file the app ran with")
     ap.add_argument("--telemetry", default=None, help="override the telemetry directory")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--principal", default=None,
+                    help="replay only if this principal (an API key id, or 'local') owns the session")
     ns = ap.parse_args(argv)
 
     from serve.config import load_serve_file
@@ -108,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = load_serve_file(ns.config).applications[0].args
     tele = Path(ns.telemetry or args.telemetry.jsonl_dir or telemetry_dir()).expanduser()
     try:
-        rows = asyncio.run(replay_session(ns.session_id, make_store(args.store), tele))
+        rows = asyncio.run(replay_session(ns.session_id, make_store(args.store), tele, ns.principal))
     except LookupError as exc:
         print(f"error: {exc}")
         return 2

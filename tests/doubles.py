@@ -83,9 +83,13 @@ class ScriptedModelClient:
 
 @dataclass
 class InMemorySessionStore:
-    """Session history in a dict; ``append_turn`` numbers the turns like the real stores."""
+    """Session history in a dict, numbered like the real stores; a :class:`~pipelines.sessions.TurnStore`
+    (owners, turns saved by id, leases, idempotency keys). ``fail_appends`` makes every save raise it."""
 
     sessions: dict[str, list[TurnRecord]] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+    leases: dict[str, str] = field(default_factory=dict)
+    keys: dict[tuple[str, str], str] = field(default_factory=dict)
     history_calls: list[tuple[str, int | None]] = field(default_factory=list)
     append_calls: int = 0
     fail_appends: BaseException | None = None
@@ -101,11 +105,44 @@ class InMemorySessionStore:
         return session_id in self.sessions
 
     async def append_turn(self, session_id: str, record: TurnRecord) -> None:
+        await self.save_turn(session_id, record, principal=self.owners.get(session_id, "local"))
+
+    async def owner(self, session_id: str) -> str | None:
+        return self.owners.get(session_id)
+
+    async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
+                        idempotency_key: str | None = None) -> TurnRecord:
+        from pipelines.errors import NotFound
+
         self.append_calls += 1
         if self.fail_appends is not None:
             raise self.fail_appends
+        if self.owners.get(session_id, principal) != principal:
+            raise NotFound(f"no session {session_id!r}")
         turns = self.sessions.setdefault(session_id, [])
+        self.owners[session_id] = principal
+        for i, old in enumerate(turns):
+            if old.turn_id == record.turn_id:
+                turns[i] = record.model_copy(update={"index": i})
+                return turns[i]
         turns.append(record.model_copy(update={"index": len(turns)}))
+        if idempotency_key:
+            self.keys[(session_id, idempotency_key)] = record.turn_id
+        return turns[-1]
+
+    async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
+        tid = self.keys.get((session_id, idempotency_key))
+        return next((r for r in self.sessions.get(session_id, []) if r.turn_id == tid), None)
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        if self.leases.get(session_id, holder) != holder:
+            return False
+        self.leases[session_id] = holder
+        return True
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        if self.leases.get(session_id) == holder:
+            del self.leases[session_id]
 
     def records(self, session_id: str) -> list[TurnRecord]:
         return list(self.sessions.get(session_id, []))

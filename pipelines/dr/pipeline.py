@@ -138,6 +138,11 @@ class DRPipeline:
             annotate(span, path=outcome.path, card_id=outcome.card_id, escalation=outcome.escalation_reason,
                      steps=outcome.steps, fallback_trigger=fb.trigger if fb else None, fallback_class=fb.cls if fb else None)
         ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
+        if outcome.executed is not None:  # the confirmed write ran: record it before the reply is generated
+            ctx.mark_side_effect(outcome.executed.card_id)
+            ctx.meta[META_KEY] = {"facts": facts.to_meta(), "path": outcome.path,
+                                  "executed": outcome.executed.card_id}
+            await ctx.checkpoint()
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
         view = forward.guard_view()

@@ -178,6 +178,8 @@ def plan_cluster(sf: Any, opts: RenderOptions | None = None) -> ClusterPlan:
         env_names["api_keys"] = app.auth.api_keys_env
     if app.store.kind == "redis" and app.store.url_env:
         env_names["redis_url"] = app.store.url_env
+    if app.store.vault_key_env:
+        env_names["vault_key"] = app.store.vault_key_env
     return ClusterPlan(
         profile=app.profile,
         http_port=sf.http_options.port,

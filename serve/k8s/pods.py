@@ -72,6 +72,9 @@ def _env(opts: RenderOptions, plan: ClusterPlan, *, hf: bool, app: bool) -> list
     if app and "api_keys" in plan.env_names:
         env.append({"name": plan.env_names["api_keys"], "valueFrom": {"secretKeyRef": {
             "name": opts.app_secret, "key": "api-keys"}}})
+    if app and "vault_key" in plan.env_names:
+        env.append({"name": plan.env_names["vault_key"], "valueFrom": {"secretKeyRef": {
+            "name": opts.app_secret, "key": "vault-key"}}})
     if app and "redis_url" in plan.env_names:
         env.append({"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {
             "name": opts.redis_name, "key": "password"}}})

@@ -153,7 +153,8 @@ def render_secrets(options: RenderOptions | None = None) -> list[dict[str, Any]]
 
     return [
         secret(opts.redis_name, {"password": "CHANGE-ME-url-safe-password"}),
-        secret(opts.app_secret, {"api-keys": "CHANGE-ME-key-1,CHANGE-ME-key-2"}),
+        secret(opts.app_secret, {"api-keys": "CHANGE-ME-id-1:sha256hex,CHANGE-ME-id-2:sha256hex",
+                                 "vault-key": "CHANGE-ME-fernet-key"}),
         secret(opts.hf_token_secret, {"token": "CHANGE-ME-hf-token"}),
     ]
 

@@ -1,19 +1,24 @@
-"""Redis session store (production profile): one Lua script per turn, so a turn lands whole or not at all.
+"""Redis session store (production profile): one Lua script per save, so a turn lands whole or not at all.
 
 Keys (``<p>`` is the prefix, default ``tandem``; ``{sid}`` is a hash tag so a
 session's keys share a cluster slot)::
 
     <p>:s:{sid}:turns   LIST    one JSON TurnRecord per turn, index = position (oldest first)
-    <p>:s:{sid}:meta    HASH    created_at, updated_at, turn_count  (exists ⇔ the session exists)
-    <p>:turn_ids        HASH    turn_id → "<sid>#<index>"  (turn ids are unique across sessions)
+    <p>:s:{sid}:meta    HASH    created_at, updated_at, turn_count, principal (exists ⇔ the session exists)
+    <p>:s:{sid}:tids    HASH    turn_id → index (a save with a known turn id overwrites that turn)
+    <p>:s:{sid}:idem    HASH    idempotency key → turn_id
+    <p>:s:{sid}:vault   STRING  the sealed PII vault (serve.stores.vault)
+    <p>:s:{sid}:lease   STRING  the holder of the session's lease (SET NX PX: one turn at a time)
     <p>:state:<key>     STRING  live-state cache entries (JSON, with a TTL)
 
-The append script checks everything that could fail *before* its first write
-(a duplicate turn id, keys of the wrong type, a corrupt counter): Redis does not
-roll a script back, so no check may come after a write. The next index is read
-and used inside the script, so concurrent appends from any number of replicas
-get unique, dense indices. Answer metas (``answer.meta`` of W3) are the
-``meta`` of the stored records: :meth:`RedisSessionStore.answer_metas`.
+The save script checks everything that could fail *before* its first write
+(the owner, a duplicate turn id, keys of the wrong type, a corrupt counter):
+Redis does not roll a script back, so no check may come after a write. The next
+index is read and used inside the script, so concurrent saves from any number
+of replicas get unique, dense indices. Every key of a session gets the session
+TTL (``PEXPIRE``) on every save. Answer metas (``answer.meta`` of W3) are the
+``meta`` of the stored records: :meth:`RedisSessionStore.answer_metas`. Every
+Redis failure leaves as :class:`~pipelines.errors.StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, NotFound, StoreUnavailable
 from pipelines.protocols import TurnRecord
+from pipelines.sessions import LOCAL_PRINCIPAL
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -42,7 +48,7 @@ __all__ = [
 
 
 class RedisStoreError(RuntimeError):
-    """A turn could not be stored; nothing of it was written."""
+    """A turn could not be stored; nothing of it was written (the runner reports it as StoreUnavailable)."""
 
 
 class DuplicateTurnError(RedisStoreError):
@@ -53,44 +59,83 @@ class CorruptSessionError(RedisStoreError):
     """A session key holds something this store did not write (wrong type, bad counter)."""
 
 
-# KEYS: 1 turns list, 2 session meta hash, 3 turn-id hash
-# ARGV: 1 turn_id, 2 record JSON without "index" (starts with "{"), 3 created_at, 4 session_id
-APPEND_SCRIPT = """
+# KEYS: 1 turns list, 2 session meta hash, 3 turn-id hash, 4 idempotency hash, 5 vault string
+# ARGV: 1 turn_id, 2 record JSON without "index" (starts with "{"), 3 now, 4 principal ('' = the owner or
+#       'local'), 5 idempotency key or '', 6 sealed vault or '', 7 ttl in ms (0 = none), 8 overwrite (1/0)
+SAVE_SCRIPT = """
 local function kind(key)
   return redis.call('TYPE', key)['ok']
 end
-local t = kind(KEYS[1])
-if t ~= 'none' and t ~= 'list' then
-  return redis.error_reply('CORRUPT_SESSION turns key holds a ' .. t)
-end
-t = kind(KEYS[2])
-if t ~= 'none' and t ~= 'hash' then
-  return redis.error_reply('CORRUPT_SESSION meta key holds a ' .. t)
-end
-t = kind(KEYS[3])
-if t ~= 'none' and t ~= 'hash' then
-  return redis.error_reply('CORRUPT_SESSION turn-id key holds a ' .. t)
+local want = {'list', 'hash', 'hash', 'hash', 'string'}
+for i = 1, 5 do
+  local t = kind(KEYS[i])
+  if t ~= 'none' and t ~= want[i] then
+    return redis.error_reply('CORRUPT_SESSION key ' .. i .. ' holds a ' .. t)
+  end
 end
 local count = redis.call('HGET', KEYS[2], 'turn_count')
 if count and not tonumber(count) then
   return redis.error_reply('CORRUPT_SESSION turn_count is not a number')
 end
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+local owner = redis.call('HGET', KEYS[2], 'principal')
+local principal = ARGV[4]
+if principal == '' then
+  principal = owner or 'local'
+end
+if owner and owner ~= principal then
+  return redis.error_reply('NOT_OWNER')
+end
+local known = redis.call('HGET', KEYS[3], ARGV[1])
+if known and ARGV[8] ~= '1' then
   return redis.error_reply('DUPLICATE_TURN ' .. ARGV[1])
+end
+if known and not tonumber(known) then
+  return redis.error_reply('CORRUPT_SESSION turn index is not a number')
 end
 if string.sub(ARGV[2], 1, 1) ~= '{' or string.len(ARGV[2]) < 3 then
   return redis.error_reply('BAD_RECORD the record body is not a JSON object')
 end
 -- every check passed: the writes below cannot fail
-local n = redis.call('LLEN', KEYS[1])
-local body = '{"index":' .. n .. ',' .. string.sub(ARGV[2], 2)
-redis.call('RPUSH', KEYS[1], body)
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[4] .. '#' .. n)
+local n
+if known then
+  n = tonumber(known)
+  redis.call('LSET', KEYS[1], n, '{"index":' .. n .. ',' .. string.sub(ARGV[2], 2))
+else
+  n = redis.call('LLEN', KEYS[1])
+  redis.call('RPUSH', KEYS[1], '{"index":' .. n .. ',' .. string.sub(ARGV[2], 2))
+  redis.call('HSET', KEYS[3], ARGV[1], n)
+  redis.call('HINCRBY', KEYS[2], 'turn_count', 1)
+end
 redis.call('HSETNX', KEYS[2], 'created_at', ARGV[3])
 redis.call('HSET', KEYS[2], 'updated_at', ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'turn_count', 1)
+redis.call('HSETNX', KEYS[2], 'principal', principal)
+if ARGV[5] ~= '' then
+  redis.call('HSETNX', KEYS[4], ARGV[5], ARGV[1])
+end
+if ARGV[6] ~= '' then
+  redis.call('SET', KEYS[5], ARGV[6])
+end
+local ttl = tonumber(ARGV[7])
+if ttl and ttl > 0 then
+  for i = 1, 5 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
+  end
+end
 return n
 """
+
+# KEYS: 1 lease; ARGV: 1 holder.  Delete the lease only if the holder still has it.
+RELEASE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# Kept for the name: append_turn is a save that refuses a known turn id.
+APPEND_SCRIPT = SAVE_SCRIPT
 
 
 class RedisSessionStore:
@@ -108,6 +153,7 @@ class RedisSessionStore:
         client: aioredis.Redis | None = None,
         prefix: str = "tandem",
         socket_timeout_s: float = 5.0,
+        ttl_s: float | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("give url or client (exactly one)")
@@ -116,6 +162,7 @@ class RedisSessionStore:
         self.url = url
         self.prefix = prefix
         self.socket_timeout_s = socket_timeout_s
+        self.ttl_s = ttl_s
         self._fixed_client = client
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
@@ -138,7 +185,7 @@ class RedisSessionStore:
             raise ConfigError("a redis store needs url or url_env")
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError("store url must start with redis://, rediss:// or unix://")
-        return cls(url, prefix=prefix)
+        return cls(url, prefix=prefix, ttl_s=cfg.ttl_s)
 
     # -- keys and clients ------------------------------------------------------
 
@@ -150,10 +197,21 @@ class RedisSessionStore:
         """The HASH that marks a session as existing (created_at, updated_at, turn_count)."""
         return f"{self.prefix}:s:{{{session_id}}}:meta"
 
-    @property
-    def turn_ids_key(self) -> str:
-        """The HASH of every stored turn id."""
-        return f"{self.prefix}:turn_ids"
+    def turn_ids_key(self, session_id: str) -> str:
+        """The HASH turn id → index of a session's turns."""
+        return f"{self.prefix}:s:{{{session_id}}}:tids"
+
+    def idem_key(self, session_id: str) -> str:
+        """The HASH idempotency key → turn id."""
+        return f"{self.prefix}:s:{{{session_id}}}:idem"
+
+    def vault_key(self, session_id: str) -> str:
+        """The STRING holding the session's sealed vault."""
+        return f"{self.prefix}:s:{{{session_id}}}:vault"
+
+    def lease_key(self, session_id: str) -> str:
+        """The STRING naming the holder of the session's lease."""
+        return f"{self.prefix}:s:{{{session_id}}}:lease"
 
     def state_key(self, key: str) -> str:
         """The STRING holding one live-state cache entry."""
@@ -178,13 +236,14 @@ class RedisSessionStore:
             self._clients[loop] = c
         return c
 
-    def _append_script(self) -> Any:
+    def _script(self, name: str) -> Any:
         loop = asyncio.get_running_loop()
-        script = self._scripts.get(loop)
-        if script is None:
-            script = self.client().register_script(APPEND_SCRIPT)
-            self._scripts[loop] = script
-        return script
+        scripts = self._scripts.get(loop)
+        if scripts is None:
+            c = self.client()
+            scripts = {"save": c.register_script(SAVE_SCRIPT), "release": c.register_script(RELEASE_SCRIPT)}
+            self._scripts[loop] = scripts
+        return scripts[name]
 
     async def aclose(self) -> None:
         """Close the client of the running loop (a given client is left to its owner)."""
@@ -196,42 +255,105 @@ class RedisSessionStore:
         if c is not None:
             await c.aclose()
 
-    # -- SessionStore ----------------------------------------------------------
+    # -- TurnStore -------------------------------------------------------------
+
+    async def _guard(self, coro: Any) -> Any:
+        """Await a Redis call; a Redis failure leaves as :class:`StoreUnavailable`."""
+        from redis.exceptions import RedisError
+
+        try:
+            return await coro
+        except RedisError as exc:
+            raise StoreUnavailable("the session store (Redis) failed; nothing was written",
+                                   details={"reason": type(exc).__name__}) from exc
 
     async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
         """The session's turns, oldest first (the last ``limit`` when given); [] when unknown."""
         if limit is not None and limit <= 0:
             return []
         start = 0 if limit is None else -limit
-        rows = await self.client().lrange(self.turns_key(session_id), start, -1)
+        rows = await self._guard(self.client().lrange(self.turns_key(session_id), start, -1))
         return [TurnRecord.model_validate_json(r) for r in rows]
 
     async def session_exists(self, session_id: str) -> bool:
-        """True once a turn of the session has been stored."""
-        return bool(await self.client().exists(self.meta_key(session_id)))
+        """True once a turn of the session has been stored (until it expires)."""
+        return bool(await self._guard(self.client().exists(self.meta_key(session_id))))
+
+    async def owner(self, session_id: str) -> str | None:
+        """The principal that owns the session, or None."""
+        return await self._guard(self.client().hget(self.meta_key(session_id), "principal"))
 
     async def append_turn(self, session_id: str, record: TurnRecord) -> None:
         """Store one whole turn atomically, numbered with the session's next index, or nothing."""
         await self.append_turn_indexed(session_id, record)
 
     async def append_turn_indexed(self, session_id: str, record: TurnRecord) -> int:
-        """:meth:`append_turn`, returning the index the store gave the turn."""
+        """:meth:`append_turn` (a known turn id is refused), returning the index the store gave the turn."""
+        return await self._save(session_id, record, principal="", key=None, vault=None, overwrite=False)
+
+    async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
+                        idempotency_key: str | None = None, vault: bytes | None = None) -> TurnRecord:
+        """Insert or overwrite the turn, claim the session, record the key and the vault: one script."""
+        index = await self._save(session_id, record, principal=principal or LOCAL_PRINCIPAL,
+                                 key=idempotency_key, vault=vault, overwrite=True)
+        return record.model_copy(update={"index": index})
+
+    async def _save(self, session_id: str, record: TurnRecord, *, principal: str, key: str | None,
+                    vault: bytes | None, overwrite: bool) -> int:
         from redis.exceptions import ResponseError
 
         body = record.model_dump_json(exclude={"index"})  # raises before anything is sent
+        ttl_ms = 0 if self.ttl_s is None else max(1, int(self.ttl_s * 1000))
         try:
-            index = await self._append_script()(
-                keys=[self.turns_key(session_id), self.meta_key(session_id), self.turn_ids_key],
-                args=[record.turn_id, body, repr(float(record.created_at)), session_id],
-            )
-        except ResponseError as exc:
-            msg = str(exc)
+            index = await self._guard(self._script("save")(
+                keys=[self.turns_key(session_id), self.meta_key(session_id), self.turn_ids_key(session_id),
+                      self.idem_key(session_id), self.vault_key(session_id)],
+                args=[record.turn_id, body, repr(float(record.created_at)), principal, key or "",
+                      vault.decode() if vault else "", ttl_ms, "1" if overwrite else "0"],
+            ))
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ResponseError):
+                raise
+            msg = str(cause)
+            if msg.startswith("NOT_OWNER"):
+                raise NotFound(f"no session {session_id!r}", details={"session_id": session_id}) from None
             if msg.startswith("DUPLICATE_TURN"):
-                raise DuplicateTurnError(f"turn id {record.turn_id!r} is already stored") from exc
+                raise DuplicateTurnError(f"turn id {record.turn_id!r} is already stored") from cause
             if msg.startswith("CORRUPT_SESSION"):
-                raise CorruptSessionError(f"session {session_id!r}: {msg.split(' ', 1)[1]}") from exc
-            raise RedisStoreError(f"session {session_id!r}: {msg}") from exc
+                raise CorruptSessionError(f"session {session_id!r}: {msg.split(' ', 1)[1]}") from cause
+            raise RedisStoreError(f"session {session_id!r}: {msg}") from cause
         return int(index)
+
+    async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
+        """The turn saved with this idempotency key, if any."""
+        c = self.client()
+        tid = await self._guard(c.hget(self.idem_key(session_id), idempotency_key))
+        if tid is None:
+            return None
+        idx = await self._guard(c.hget(self.turn_ids_key(session_id), tid))
+        row = None if idx is None else await self._guard(c.lindex(self.turns_key(session_id), int(idx)))
+        return None if row is None else TurnRecord.model_validate_json(row)
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        """``SET NX PX``: one holder per session across every ingress replica (re-entrant for the holder)."""
+        c = self.client()
+        ms = max(1, int(ttl_s * 1000))
+        if await self._guard(c.set(self.lease_key(session_id), holder, nx=True, px=ms)):
+            return True
+        if await self._guard(c.get(self.lease_key(session_id))) == holder:
+            await self._guard(c.pexpire(self.lease_key(session_id), ms))
+            return True
+        return False
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        """Delete the lease if ``holder`` still has it (compare-and-delete in one script)."""
+        await self._guard(self._script("release")(keys=[self.lease_key(session_id)], args=[holder]))
+
+    async def get_vault(self, session_id: str) -> bytes | None:
+        """The session's sealed vault, or None."""
+        raw = await self._guard(self.client().get(self.vault_key(session_id)))
+        return None if raw is None else raw.encode()
 
     # -- answer metas and live state -------------------------------------------
 

@@ -1,4 +1,20 @@
-"""SQLite session store (embedded profile): WAL mode, one transaction per turn."""
+"""SQLite session store (embedded profile): WAL mode, one transaction per save.
+
+Implements :class:`pipelines.sessions.TurnStore`::
+
+    sessions     session_id, principal (owner), created_at, updated_at, turn_count, expires_at
+    turns        session_id, idx, turn_id (unique), body (a TurnRecord as JSON)
+    leases       session_id, holder, expires_at          (one turn of a session at a time)
+    idempotency  session_id, key, turn_id                (a retried turn finds its record)
+    vaults       session_id, blob                        (the sealed PII vault, see serve.stores.vault)
+
+A save is one ``BEGIN IMMEDIATE`` transaction: the owner check, the turn row
+(inserted, or overwritten when its ``turn_id`` is known), the session row, the
+idempotency key and the vault land together or not at all. Sessions expire
+``ttl_s`` after their last turn: expired sessions read as absent and are purged
+lazily by later writes. Every ``sqlite3`` failure leaves as
+:class:`~pipelines.errors.StoreUnavailable`.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +22,14 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from pipelines.errors import NotFound, StoreUnavailable, TandemError
 from pipelines.protocols import TurnRecord
+from pipelines.sessions import LOCAL_PRINCIPAL
 
 __all__ = ["SQLiteSessionStore"]
 
@@ -26,41 +47,84 @@ CREATE TABLE IF NOT EXISTS turns (
     body TEXT NOT NULL,
     PRIMARY KEY (session_id, idx)
 );
+CREATE TABLE IF NOT EXISTS leases (
+    session_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+CREATE TABLE IF NOT EXISTS vaults (
+    session_id TEXT PRIMARY KEY,
+    blob BLOB NOT NULL
+);
 """
+# Columns added after the first release: old files are migrated in place.
+_COLUMNS = {"principal": "TEXT", "expires_at": "REAL"}
+_PURGE_BATCH = 64
 
 
 class SQLiteSessionStore:
-    """Implements :class:`pipelines.protocols.SessionStore` on one SQLite file.
+    """The embedded :class:`~pipelines.sessions.TurnStore` on one SQLite file (see module docstring).
 
-    A turn is written in one ``BEGIN IMMEDIATE`` transaction: the session row and
-    the turn row land together or not at all. Several processes may share the
-    file (WAL mode, busy timeout).
+    Several processes may share the file (WAL mode, ``busy_timeout_s``).
+    ``on_connect`` is called with every new connection (pragmas; fault injection in tests).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        ttl_s: float | None = None,
+        busy_timeout_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        on_connect: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.ttl_s = ttl_s
+        self.busy_timeout_s = busy_timeout_s
+        self.clock = clock
+        self.on_connect = on_connect
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.executescript(_SCHEMA)
+        conn = self._conn()
+        conn.executescript(_SCHEMA)
+        have = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
+        for col, kind in _COLUMNS.items():
+            if col not in have:
+                conn.execute(f"ALTER TABLE sessions ADD COLUMN {col} {kind}")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            if self.on_connect is not None:
+                self.on_connect(conn)
             self._local.conn = conn
         return conn
 
     # -- sync core (run in a thread by the async API) --------------------------
 
+    def _live(self, conn: sqlite3.Connection, session_id: str) -> tuple[str | None, bool]:
+        """(owner, exists) of a session that has not expired."""
+        row = conn.execute("SELECT principal, expires_at FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        if row is None or (row[1] is not None and row[1] <= self.clock()):
+            return None, False
+        return row[0], True
+
     def _history(self, session_id: str, limit: int | None) -> list[TurnRecord]:
         conn = self._conn()
+        if not self._live(conn, session_id)[1]:
+            return []
         if limit is None:
-            rows = conn.execute(
-                "SELECT body FROM turns WHERE session_id=? ORDER BY idx", (session_id,)
-            ).fetchall()
+            rows = conn.execute("SELECT body FROM turns WHERE session_id=? ORDER BY idx", (session_id,)).fetchall()
         else:
             rows = conn.execute(
                 "SELECT body FROM (SELECT idx, body FROM turns WHERE session_id=? ORDER BY idx DESC LIMIT ?)"
@@ -69,44 +133,149 @@ class SQLiteSessionStore:
             ).fetchall()
         return [TurnRecord.model_validate_json(r[0]) for r in rows]
 
-    def _exists(self, session_id: str) -> bool:
-        row = self._conn().execute("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone()
-        return row is not None
+    def _drop(self, conn: sqlite3.Connection, session_ids: list[str]) -> None:
+        for table in ("turns", "idempotency", "vaults", "sessions"):
+            conn.executemany(f"DELETE FROM {table} WHERE session_id=?", [(s,) for s in session_ids])
 
-    def _append(self, session_id: str, record: TurnRecord) -> TurnRecord:
+    def _purge(self, conn: sqlite3.Connection, now: float) -> None:
+        rows = conn.execute("SELECT session_id FROM sessions WHERE expires_at IS NOT NULL AND expires_at <= ?"
+                            " LIMIT ?", (now, _PURGE_BATCH)).fetchall()
+        if rows:
+            self._drop(conn, [r[0] for r in rows])
+
+    def _save(self, session_id: str, record: TurnRecord, principal: str, key: str | None,
+              vault: bytes | None, overwrite: bool = True) -> TurnRecord:
         conn = self._conn()
+        now = self.clock()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute(
-                "SELECT COALESCE(MAX(idx), -1) + 1 FROM turns WHERE session_id=?", (session_id,)
-            ).fetchone()
-            stored = record.model_copy(update={"index": int(row[0])})
-            conn.execute(
-                "INSERT INTO turns (session_id, idx, turn_id, body) VALUES (?, ?, ?, ?)",
-                (session_id, stored.index, stored.turn_id, stored.model_dump_json()),
-            )
-            conn.execute(
-                "INSERT INTO sessions (session_id, created_at, updated_at, turn_count) VALUES (?, ?, ?, 1)"
-                " ON CONFLICT(session_id) DO UPDATE SET updated_at=excluded.updated_at,"
-                " turn_count=turn_count+1",
-                (session_id, stored.created_at, stored.created_at),
-            )
+            self._purge(conn, now)
+            owner, exists = self._live(conn, session_id)
+            if not exists:
+                self._drop(conn, [session_id])  # an expired session's leftovers: start afresh
+            if exists and owner not in (None, principal):
+                raise NotFound(f"no session {session_id!r}", details={"session_id": session_id})
+            row = conn.execute("SELECT idx FROM turns WHERE session_id=? AND turn_id=?",
+                               (session_id, record.turn_id)).fetchone()
+            expires = None if self.ttl_s is None else now + self.ttl_s
+            if row is not None and not overwrite:
+                raise sqlite3.IntegrityError(f"turn id {record.turn_id!r} is already stored")
+            if row is not None:
+                stored = record.model_copy(update={"index": int(row[0])})
+                conn.execute("UPDATE turns SET body=? WHERE session_id=? AND turn_id=?",
+                             (stored.model_dump_json(), session_id, record.turn_id))
+                conn.execute("UPDATE sessions SET updated_at=?, expires_at=? WHERE session_id=?",
+                             (now, expires, session_id))
+            else:
+                nxt = conn.execute("SELECT COALESCE(MAX(idx), -1) + 1 FROM turns WHERE session_id=?",
+                                   (session_id,)).fetchone()
+                stored = record.model_copy(update={"index": int(nxt[0])})
+                conn.execute("INSERT INTO turns (session_id, idx, turn_id, body) VALUES (?, ?, ?, ?)",
+                             (session_id, stored.index, stored.turn_id, stored.model_dump_json()))
+                conn.execute(
+                    "INSERT INTO sessions (session_id, created_at, updated_at, turn_count, principal, expires_at)"
+                    " VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
+                    " updated_at=excluded.updated_at, turn_count=turn_count+1,"
+                    " principal=COALESCE(principal, excluded.principal), expires_at=excluded.expires_at",
+                    (session_id, now, now, principal, expires),
+                )
+            if key:
+                conn.execute("INSERT OR IGNORE INTO idempotency (session_id, key, turn_id) VALUES (?, ?, ?)",
+                             (session_id, key, record.turn_id))
+            if vault is not None:
+                conn.execute("INSERT INTO vaults (session_id, blob) VALUES (?, ?) ON CONFLICT(session_id)"
+                             " DO UPDATE SET blob=excluded.blob", (session_id, vault))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         return stored
 
-    # -- SessionStore ----------------------------------------------------------
+    def _find(self, session_id: str, key: str) -> TurnRecord | None:
+        conn = self._conn()
+        if not self._live(conn, session_id)[1]:
+            return None
+        row = conn.execute("SELECT t.body FROM idempotency i JOIN turns t ON t.session_id=i.session_id"
+                           " AND t.turn_id=i.turn_id WHERE i.session_id=? AND i.key=?", (session_id, key)).fetchone()
+        return None if row is None else TurnRecord.model_validate_json(row[0])
+
+    def _acquire(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        conn = self._conn()
+        now = self.clock()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT holder, expires_at FROM leases WHERE session_id=?", (session_id,)).fetchone()
+            free = row is None or row[0] == holder or row[1] <= now
+            if free:
+                conn.execute("INSERT INTO leases (session_id, holder, expires_at) VALUES (?, ?, ?)"
+                             " ON CONFLICT(session_id) DO UPDATE SET holder=excluded.holder,"
+                             " expires_at=excluded.expires_at", (session_id, holder, now + ttl_s))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return free
+
+    def _release(self, session_id: str, holder: str) -> None:
+        self._conn().execute("DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder))
+
+    def _vault(self, session_id: str) -> bytes | None:
+        conn = self._conn()
+        if not self._live(conn, session_id)[1]:
+            return None
+        row = conn.execute("SELECT blob FROM vaults WHERE session_id=?", (session_id,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except TandemError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable("the session store failed; nothing was written",
+                                   details={"reason": type(exc).__name__}) from exc
+
+    # -- TurnStore -------------------------------------------------------------
 
     async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
-        return await asyncio.to_thread(self._history, session_id, limit)
+        """The session's turns, oldest first (the last ``limit`` when given); [] when unknown or expired."""
+        return await self._run(self._history, session_id, limit)
 
     async def session_exists(self, session_id: str) -> bool:
-        return await asyncio.to_thread(self._exists, session_id)
+        """True once a turn of the session is stored (and until it expires)."""
+        return (await self._run(lambda: self._live(self._conn(), session_id)))[1]
+
+    async def owner(self, session_id: str) -> str | None:
+        """The principal owning the session, or None."""
+        return (await self._run(lambda: self._live(self._conn(), session_id)))[0]
+
+    async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
+                        idempotency_key: str | None = None, vault: bytes | None = None) -> TurnRecord:
+        """Insert or overwrite the turn, claim the session, record the key and vault: one transaction."""
+        return await self._run(self._save, session_id, record, principal, idempotency_key, vault)
 
     async def append_turn(self, session_id: str, record: TurnRecord) -> None:
-        await asyncio.to_thread(self._append, session_id, record)
+        """Append one whole turn (a known turn id is refused) as the session's owner, or ``local``."""
+        owner = await self.owner(session_id)
+        await self._run(self._save, session_id, record, owner or LOCAL_PRINCIPAL, None, None, False)
+
+    async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
+        """The turn saved with this idempotency key, if any."""
+        return await self._run(self._find, session_id, idempotency_key)
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        """Take the session's lease unless another live holder has it."""
+        return await self._run(self._acquire, session_id, holder, ttl_s)
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        """Drop the lease if ``holder`` still has it."""
+        await self._run(self._release, session_id, holder)
+
+    async def get_vault(self, session_id: str) -> bytes | None:
+        """The session's sealed vault (opaque bytes), or None."""
+        return await self._run(self._vault, session_id)
 
     def dump(self, session_id: str) -> list[dict]:
         """The raw stored turns (for the CLI and tests)."""

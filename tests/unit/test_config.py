@@ -76,7 +76,7 @@ MISSPELLINGS = [
      "applications.0.args.ingress.autoscaling.max_replica"),
     (lambda r: _args(r)["store"].__setitem__("pth", "x.db"), "applications.0.args.store.pth"),
     (lambda r: _args(r)["telemetry"].__setitem__("otlp", "x"), "applications.0.args.telemetry.otlp"),
-    (lambda r: _args(r)["auth"].__setitem__("keys", []), "applications.0.args.auth.keys"),
+    (lambda r: _args(r)["auth"].__setitem__("api_keys", []), "applications.0.args.auth.api_keys"),
     (lambda r: _args(r)["roles"].__setitem__("genrator", "smollm2"), "applications.0.args.roles.genrator"),
 ]
 
@@ -158,6 +158,10 @@ def test_redis_store_needs_a_url() -> None:
         parse_app_config(args)
     assert "url" in ei.value.message
     args["store"] = {"kind": "redis", "url_env": "TANDEM_REDIS_URL"}
+    with pytest.raises(ConfigError) as ei:  # replicas must share the vault key
+        parse_app_config(args)
+    assert "vault_key" in ei.value.message
+    args["store"] = {"kind": "redis", "url_env": "TANDEM_REDIS_URL", "vault_key_env": "TANDEM_VAULT_KEY"}
     assert parse_app_config(args).store.url_env == "TANDEM_REDIS_URL"
 
 
@@ -199,12 +203,13 @@ def test_to_serve_options_with_autoscaling() -> None:
     opts = cfg.ingress.to_serve_options()
     assert opts == {
         "ray_actor_options": {"num_cpus": 0.1},
-        "max_ongoing_requests": 200,
-        "max_queued_requests": -1,
+        "max_ongoing_requests": 6,
+        "max_queued_requests": 2,
         "health_check_period_s": 10.0,
         "graceful_shutdown_timeout_s": 5.0,
+        "backpressure_config": {"status_code": 503, "retry_after_s": 1.0},
         "autoscaling_config": {
-            "min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 32.0, "upscale_delay_s": 2.0,
+            "min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 16.0, "upscale_delay_s": 2.0,
             "downscale_delay_s": 10.0, "look_back_period_s": 3.0, "metrics_interval_s": 1.0,
         },
     }
@@ -222,7 +227,8 @@ def test_to_serve_options_defaults() -> None:
     assert opts["ray_actor_options"] == {"num_cpus": 0.1}
     assert opts["num_replicas"] == 1
     assert set(opts) == {"ray_actor_options", "max_ongoing_requests", "max_queued_requests",
-                         "health_check_period_s", "graceful_shutdown_timeout_s", "num_replicas"}
+                         "health_check_period_s", "graceful_shutdown_timeout_s", "backpressure_config",
+                         "num_replicas"}
 
 
 def test_model_deployment_defaults_to_zero_cpus() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -10,7 +11,19 @@ import pytest
 
 from pipelines import errors as E
 from pipelines.errors import TandemError, all_error_classes
-from serve.edge import INTERNAL_MESSAGE, ApiKeys, error_body, grpc_code_for, http_error
+from serve.edge import (
+    INTERNAL_MESSAGE,
+    decode_json,
+    error_body,
+    grpc_code_for,
+    grpc_fail,
+    http_error,
+    http_error_for_event,
+    json_depth,
+    read_body,
+    retry_after_header,
+)
+from serve.testing import FakeGrpcContext
 
 
 def _body(resp) -> dict:
@@ -22,10 +35,50 @@ def test_http_error_maps_every_class(cls: type[TandemError]) -> None:
     resp = http_error(cls("something specific", details={"k": "v"}))
     assert resp.status_code == cls.http_status
     assert _body(resp) == {"error": {"code": cls.code, "message": "something specific", "details": {"k": "v"}}}
-    if cls.http_status in (429, 503):
+    if cls.retry_after_s is not None:
         assert resp.headers["retry-after"] == "1"
     else:
         assert "retry-after" not in resp.headers
+    assert ("www-authenticate" in resp.headers) == (cls.http_status == 401)
+
+
+# Back-pressure and unavailability carry a retry hint; nothing else does (written from the table).
+RETRYABLE = {E.Overloaded, E.RateLimited, E.ModelUnavailable, E.StoreUnavailable, E.SessionBusy}
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_retry_after_only_on_retryable_classes(cls: type[TandemError]) -> None:
+    assert (cls.retry_after_s is not None) == (cls in RETRYABLE)
+
+
+def test_instance_retry_after_overrides_the_class_and_rounds_up() -> None:
+    resp = http_error(E.RateLimited("slow down", retry_after_s=2.2))
+    assert resp.status_code == 429 and resp.headers["retry-after"] == "3"
+    assert retry_after_header(0.01) == {"Retry-After": "1"}
+    assert retry_after_header(None) == {}
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_error_event_maps_back_to_its_row(cls: type[TandemError]) -> None:
+    from pipelines.events import ErrorEvent
+
+    resp = http_error_for_event(ErrorEvent(code=cls.code, message="m", retry_after_s=cls.retry_after_s),
+                                where="t", extra={"answer": {"x": 1}})
+    assert resp.status_code == cls.http_status
+    assert _body(resp)["error"]["code"] == cls.code and _body(resp)["answer"] == {"x": 1}
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_grpc_fail_sets_code_details_and_retry_after(cls: type[TandemError]) -> None:
+    ctx = FakeGrpcContext()
+    grpc_fail(ctx, cls("why"), where="t")
+    assert ctx.code is getattr(grpc.StatusCode, cls.grpc_status) and ctx.details == "why"
+    assert ctx.trailing == ((("retry-after", "1"),) if cls.retry_after_s is not None else ())
+
+
+def test_lone_surrogate_in_a_message_still_renders() -> None:
+    resp = http_error(E.InvalidInput("bad " + chr(0xD800) + " text"))
+    assert resp.status_code == 400 and json.loads(resp.body)["error"]["code"] == "invalid_input"
 
 
 @pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
@@ -61,24 +114,59 @@ def test_5xx_logged_at_error_4xx_at_warning(caplog: pytest.LogCaptureFixture) ->
     assert [bool(r.exc_info) for r in caplog.records] == [False, False, True]
 
 
-def test_api_keys_disabled_lets_everything_through() -> None:
-    ApiKeys(False).check(None)
-    ApiKeys(False, ["k"]).check("Bearer wrong")
+# -- bodies ------------------------------------------------------------------------------------
 
 
-def test_api_keys_checks_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TANDEM_TEST_KEYS", " k2 , ,k3")
-    keys = ApiKeys(True, ["k1", ""], keys_env="TANDEM_TEST_KEYS")
-    for good in ("Bearer k1", "bearer k2", "Bearer  k3 "):
-        keys.check(good)
-    for bad in (None, "", "k1", "Basic k1", "Bearer", "Bearer k4", "Bearer "):
-        with pytest.raises(E.Unauthenticated):
-            keys.check(bad)
+class _Req:
+    def __init__(self, chunks: list[bytes], headers: dict[str, str] | None = None) -> None:
+        self.headers = headers or {}
+        self._chunks = chunks
+        self.read = 0
+
+    async def stream(self):
+        for c in self._chunks:
+            self.read += 1
+            yield c
 
 
-def test_api_keys_enabled_without_keys_refuses_all(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="tandem.edge")
-    keys = ApiKeys(True, [])
-    assert any("no API key" in r.getMessage() for r in caplog.records)
-    with pytest.raises(E.Unauthenticated):
-        keys.check("Bearer anything")
+def test_read_body_refuses_a_declared_size_over_the_cap_unread() -> None:
+    req = _Req([b"x" * 10], {"content-length": "2049"})
+    with pytest.raises(E.PayloadTooLarge):
+        asyncio.run(read_body(req, 2048))
+    assert req.read == 0
+    assert asyncio.run(read_body(_Req([b"ab", b"c"], {"content-length": "2048"}), 2048)) == b"abc"
+
+
+def test_read_body_stops_a_streamed_body_at_the_cap() -> None:
+    req = _Req([b"x" * 1000, b"x" * 1000, b"x" * 49, b"never read"])
+    with pytest.raises(E.PayloadTooLarge):
+        asyncio.run(read_body(req, 2048))
+    assert req.read == 3
+    assert asyncio.run(read_body(_Req([b"x" * 1024, b"x" * 1024]), 2048)) == b"x" * 2048  # exactly the cap
+
+
+def test_read_body_bad_content_length_is_invalid_input() -> None:
+    with pytest.raises(E.InvalidInput):
+        asyncio.run(read_body(_Req([], {"content-length": "ten"}), 100))
+
+
+@pytest.mark.parametrize(("text", "depth"), [
+    ("1", 0), ("{}", 1), ('{"a": [1, {"b": []}]}', 4), ('"[[[["', 0), ('["\\"", [[]]]', 3), ('{"a": "\\\"[["}', 1),
+])
+def test_json_depth(text: str, depth: int) -> None:
+    assert json_depth(text) == depth
+
+
+def test_decode_json_depth_cap_boundary() -> None:
+    assert decode_json(b"[" * 16 + b"]" * 16, max_depth=16) == eval("[" * 16 + "]" * 16)
+    with pytest.raises(E.InvalidInput) as err:
+        decode_json(b"[" * 17 + b"]" * 17, max_depth=16)
+    assert err.value.details == {"limit": 16, "depth": 17}
+    with pytest.raises(E.InvalidInput):  # deep enough to crash a recursive parser: refused before parsing
+        decode_json(b"[" * 100_000, max_depth=16)
+
+
+@pytest.mark.parametrize("raw", [b"\xff\xfe", b"{not json", b"", b'{"a": 1'])
+def test_decode_json_bad_bodies_are_invalid_input(raw: bytes) -> None:
+    with pytest.raises(E.InvalidInput):
+        decode_json(raw, max_depth=16)

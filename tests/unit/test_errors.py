@@ -25,6 +25,9 @@ EXPECTED_PARENT = {
     E.InvalidModelOutput: E.UpstreamError,
     E.Overloaded: TandemError,
     E.ConfigError: TandemError,
+    E.RateLimited: E.Overloaded,
+    E.SessionBusy: TandemError,
+    E.StoreUnavailable: TandemError,
 }
 
 # The whole table, written by hand: the statuses from the tree drawn in the module docstring;
@@ -47,7 +50,10 @@ EXPECTED_TABLE = {
     E.ModelUnavailable: ("model_unavailable", 503, "UNAVAILABLE"),
     E.ModelTimeout: ("model_timeout", 504, "DEADLINE_EXCEEDED"),
     E.InvalidModelOutput: ("invalid_model_output", 502, "INTERNAL"),
-    E.Overloaded: ("overloaded", 429, "RESOURCE_EXHAUSTED"),
+    E.Overloaded: ("overloaded", 503, "UNAVAILABLE"),
+    E.RateLimited: ("rate_limited", 429, "RESOURCE_EXHAUSTED"),
+    E.SessionBusy: ("session_busy", 409, "ABORTED"),
+    E.StoreUnavailable: ("store_unavailable", 503, "UNAVAILABLE"),
     E.ConfigError: ("config_error", 500, "FAILED_PRECONDITION"),
 }
 
@@ -70,6 +76,9 @@ DECLARED = {
     E.ModelTimeout: {"code", "http_status", "grpc_status"},
     E.InvalidModelOutput: {"code", "http_status", "grpc_status"},
     E.Overloaded: {"code", "http_status", "grpc_status"},
+    E.RateLimited: {"code", "http_status", "grpc_status"},
+    E.SessionBusy: {"code", "http_status", "grpc_status"},
+    E.StoreUnavailable: {"code", "http_status", "grpc_status"},
     E.ConfigError: {"code", "http_status", "grpc_status"},
 }
 
@@ -84,7 +93,7 @@ def test_all_error_classes_is_the_whole_tree_base_first() -> None:
     classes = all_error_classes()
     assert classes[0] is TandemError
     assert set(classes) == {TandemError, *EXPECTED_PARENT}
-    assert len(classes) == len(set(classes)) == 17
+    assert len(classes) == len(set(classes)) == 20
     # base first, then breadth-first: every class comes after its parent
     for cls in classes[1:]:
         assert classes.index(cls.__bases__[0]) < classes.index(cls), cls.__name__
@@ -130,7 +139,7 @@ def test_docstring_tree_states_the_same_statuses() -> None:
         if parts and parts[0] in vars(E) and line.rstrip().endswith(")") and "/" in line:
             http, grpc_code = line.rsplit("(", 1)[1].rstrip(")").split("/")
             drawn[getattr(E, parts[0])] = (int(http.strip()), grpc_code.strip())
-    assert len(drawn) == 15  # all but the root and ConfigError carry statuses in the drawing
+    assert len(drawn) == 18  # all but the root and ConfigError carry statuses in the drawing
     for cls, statuses in drawn.items():
         assert statuses == EXPECTED_TABLE[cls][1:], cls.__name__
 

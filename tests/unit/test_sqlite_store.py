@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.errors import StoreUnavailable
 from pipelines.protocols import TurnRecord
 from serve.stores.sqlite import SQLiteSessionStore
 
@@ -119,9 +120,9 @@ def test_dense_indices_under_concurrent_threads_and_instances(tmp_path: Path) ->
 
 def test_failing_append_stores_nothing_and_the_store_keeps_working(store: SQLiteSessionStore) -> None:
     asyncio.run(store.append_turn("s", _rec("dup", "first")))
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreUnavailable):  # sqlite3.IntegrityError, translated at the store's boundary
         asyncio.run(store.append_turn("s", _rec("dup", "second")))
-    with pytest.raises(sqlite3.IntegrityError):  # turn ids are unique across sessions too
+    with pytest.raises(StoreUnavailable):  # turn ids are unique across sessions too
         asyncio.run(store.append_turn("fresh", _rec("dup", "third")))
     assert [t.user_text for t in asyncio.run(store.get_history("s"))] == ["first"]
     assert asyncio.run(store.session_exists("fresh")) is False  # no half-written session row

@@ -148,7 +148,7 @@ def test_tandem_error_mid_stream_becomes_error_event_and_failed_done() -> None:
     runner, _, store, sink = _runner(["Your ord", ModelUnavailable("no replica took the call")])
     events = _run(runner)
     assert events[0] == ReplyDelta(text="Your ord")
-    assert events[1] == ErrorEvent(code="model_unavailable", message="no replica took the call")
+    assert events[1] == ErrorEvent(code="model_unavailable", message="no replica took the call", retry_after_s=1.0)
     assert isinstance(events[2], DoneEvent) and events[2].status == "failed"
     assert len(events) == 3
     [rec] = store.records("s1")

@@ -1,0 +1,214 @@
+"""Sessions as the turn runner needs them: an owner, turns saved by id, leases, idempotency keys.
+
+:class:`TurnStore` extends :class:`pipelines.protocols.SessionStore` with what
+makes a turn safe in front of several users and several ingress replicas:
+
+* **ownership** — the first saved turn claims the session for its principal
+  (``save_turn`` refuses any other principal, atomically with the write);
+* **turns saved by id** — ``save_turn`` with a known ``turn_id`` overwrites
+  that turn in place (a checkpoint, then the final record), never adds a second;
+* **leases** — one holder per session at a time across processes
+  (:class:`SessionLocks` adds an in-process lock in front, so waiters of one
+  replica queue without polling the store);
+* **idempotency keys** — a key saved with a turn finds that turn again.
+
+``serve/stores`` implements it on SQLite and Redis; the tests on a dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from pipelines.errors import SessionBusy
+from pipelines.protocols import SessionStore, TurnRecord
+
+__all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store"]
+
+logger = logging.getLogger("tandem.sessions")
+
+# The one principal of single-tenant development mode (auth off).
+LOCAL_PRINCIPAL = "local"
+
+
+@runtime_checkable
+class TurnStore(SessionStore, Protocol):
+    """A :class:`SessionStore` with owners, turn upserts, leases and idempotency keys."""
+
+    async def owner(self, session_id: str) -> str | None:
+        """The principal that owns the session, or None when it does not exist (or expired)."""
+        ...
+
+    async def save_turn(
+        self, session_id: str, record: TurnRecord, *, principal: str, idempotency_key: str | None = None
+    ) -> TurnRecord:
+        """Insert the turn (next index) or overwrite the stored turn with the same ``turn_id``.
+
+        Claims the session for ``principal`` on its first turn; raises
+        :class:`~pipelines.errors.NotFound` when another principal owns it and
+        :class:`~pipelines.errors.StoreUnavailable` when nothing could be written.
+        All of it lands in one transaction or not at all. Returns the stored record.
+        """
+        ...
+
+    async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
+        """The turn saved with this idempotency key in this session, if any."""
+        ...
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        """Take the session's lease for ``ttl_s`` seconds; False while another holder has it."""
+        ...
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        """Give the lease back (only if ``holder`` still has it)."""
+        ...
+
+
+class Lease:
+    """A held session: release it exactly once (``SessionLocks.release``)."""
+
+    def __init__(self, session_id: str, holder: str, lock: asyncio.Lock) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        self.lock = lock
+        self.released = False
+
+
+class SessionLocks:
+    """Serializes the turns of one session: an in-process lock, then the store's lease.
+
+    ``acquire`` waits at most ``wait_s`` seconds in all, then raises
+    :class:`SessionBusy` (409 / ABORTED). The lease lives ``lease_ttl_s``
+    seconds, so a crashed holder blocks the session for that long at most.
+    """
+
+    def __init__(
+        self,
+        store: TurnStore,
+        *,
+        lease_ttl_s: float,
+        poll_s: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.lease_ttl_s = lease_ttl_s
+        self.poll_s = poll_s
+        self.clock = clock
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        self._users[session_id] = self._users.get(session_id, 0) + 1
+        return lock
+
+    def _unuse(self, session_id: str) -> None:
+        n = self._users.get(session_id, 1) - 1
+        if n <= 0:
+            self._users.pop(session_id, None)
+            self._locks.pop(session_id, None)
+        else:
+            self._users[session_id] = n
+
+    def busy(self) -> int:
+        """Sessions with a turn running or waiting in this process."""
+        return len(self._users)
+
+    async def acquire(self, session_id: str, holder: str, wait_s: float) -> Lease:
+        """Hold the session (see class docstring); raises :class:`SessionBusy` after ``wait_s``."""
+        lock = self._lock(session_id)
+        start = self.clock()
+        busy = SessionBusy(
+            "another turn of this session is running; retry when it has finished",
+            details={"waited_s": round(max(wait_s, 0.0), 3)},
+        )
+        try:
+            try:
+                async with asyncio.timeout(max(wait_s, 0.0)):
+                    await lock.acquire()
+            except TimeoutError:
+                raise busy from None
+        except BaseException:
+            self._unuse(session_id)
+            raise
+        lease = Lease(session_id, holder, lock)
+        try:
+            while not await self.store.acquire_lease(session_id, holder, self.lease_ttl_s):
+                if self.clock() - start >= wait_s:
+                    raise busy
+                await asyncio.sleep(self.poll_s)
+        except BaseException:
+            lease.released = True
+            lock.release()
+            self._unuse(session_id)
+            raise
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        """Give the store lease and the in-process lock back (idempotent; never raises)."""
+        if lease.released:
+            return
+        lease.released = True
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.store.release_lease(lease.session_id, lease.holder))
+        finally:
+            lease.lock.release()
+            self._unuse(lease.session_id)
+
+
+class _AppendOnly:
+    """A plain :class:`SessionStore` seen as a :class:`TurnStore` (single tenant, one process).
+
+    Owners are not recorded, a turn is appended once (a checkpoint is kept in
+    memory and the final save appends), leases always succeed (the in-process
+    lock still serializes), idempotency keys are remembered in memory.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.inner = store
+        self._keys: dict[tuple[str, str], TurnRecord] = {}
+
+    async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
+        return await self.inner.get_history(session_id, limit)
+
+    async def session_exists(self, session_id: str) -> bool:
+        return await self.inner.session_exists(session_id)
+
+    async def append_turn(self, session_id: str, record: TurnRecord) -> None:
+        await self.inner.append_turn(session_id, record)
+
+    async def owner(self, session_id: str) -> str | None:
+        return None
+
+    async def save_turn(
+        self, session_id: str, record: TurnRecord, *, principal: str, idempotency_key: str | None = None
+    ) -> TurnRecord:
+        if record.meta.get("checkpoint"):
+            return record  # an append-only store cannot overwrite: the final save carries it
+        await self.inner.append_turn(session_id, record)
+        if idempotency_key:
+            self._keys[(session_id, idempotency_key)] = record
+        return record
+
+    async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
+        return self._keys.get((session_id, idempotency_key))
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        return True
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        return None
+
+
+def as_turn_store(store: SessionStore) -> TurnStore:
+    """``store`` itself when it is a :class:`TurnStore`, else an append-only adapter."""
+    if all(hasattr(store, m) for m in ("owner", "save_turn", "find_turn", "acquire_lease", "release_lease")):
+        return store  # type: ignore[return-value]
+    return _AppendOnly(store)  # type: ignore[return-value]

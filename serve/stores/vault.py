@@ -1,0 +1,149 @@
+"""PII at rest: stores hold placeholders; the per-session vault is sealed with a key the store never sees.
+
+:class:`RedactingStore` wraps a :class:`~pipelines.sessions.TurnStore`
+(SQLite or Redis). On every save it redacts ``user_text``, ``reply_text`` and
+the string values of ``meta`` with the session's vault
+(:class:`pipelines.guardrails.pii.Vault`: ``[EMAIL_1]``, ``[PHONE_2]``, ...),
+seals the vault (placeholder → value) with Fernet (AES-128-CBC + HMAC-SHA256)
+and hands both to the inner store, which writes them in the same transaction.
+Reads restore the values for the session's owner — the runner's history (so
+pipelines see what the user typed) and ``GET`` session — and nothing else: a
+copy of the database file or a Redis dump holds placeholders and ciphertext.
+
+The key (:class:`VaultCipher`): ``store.vault_key_env`` (an env var holding a
+Fernet key; production: a Kubernetes secret), else ``store.vault_key_file``,
+else ``<cache>/vault.key``, generated on first use with mode 0600 (embedded).
+Losing the key loses the values, never the sessions: placeholders stay readable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+
+from pipelines.errors import ConfigError
+from pipelines.guardrails.pii import Vault
+from pipelines.protocols import TurnRecord
+from pipelines.sessions import LOCAL_PRINCIPAL
+
+__all__ = ["VaultCipher", "RedactingStore", "map_strings"]
+
+logger = logging.getLogger("tandem.vault")
+
+
+class VaultCipher:
+    """Seals and opens a vault's entries (Fernet: authenticated encryption, key rotation by MultiFernet)."""
+
+    def __init__(self, key: bytes | str) -> None:
+        try:
+            self._fernet = Fernet(key)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError("the vault key is not a Fernet key (32 url-safe base64 bytes)") from exc
+
+    @classmethod
+    def from_settings(cls, *, key_env: str | None, key_file: str | None, default_file: Path) -> VaultCipher:
+        """The key from the env var, else the file, else ``default_file`` (created, mode 0600)."""
+        if key_env:
+            key = os.environ.get(key_env, "").strip()
+            if not key:
+                raise ConfigError(f"store.vault_key_env names {key_env!r}, which is not set or empty")
+            return cls(key)
+        path = Path(key_file).expanduser() if key_file else default_file
+        if not path.exists():
+            if key_file:
+                raise ConfigError(f"store.vault_key_file {path} does not exist")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(Fernet.generate_key())
+            logger.info("generated a vault key at %s", path)
+        return cls(path.read_bytes().strip())
+
+    def seal(self, entries: dict[str, str]) -> bytes:
+        """The entries as an authenticated ciphertext."""
+        return self._fernet.encrypt(json.dumps(entries, sort_keys=True).encode())
+
+    def open(self, blob: bytes | str | None) -> dict[str, str]:
+        """The entries of a sealed vault ({} when absent or unreadable with this key; logged)."""
+        if not blob:
+            return {}
+        try:
+            return dict(json.loads(self._fernet.decrypt(blob if isinstance(blob, bytes) else blob.encode())))
+        except (InvalidToken, ValueError) as exc:
+            logger.error("a session vault could not be opened (%s): values stay as placeholders", type(exc).__name__)
+            return {}
+
+
+def map_strings(obj: Any, fn: Any) -> Any:
+    """A copy of a JSON-like value with ``fn`` applied to every string value (keys untouched)."""
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: map_strings(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [map_strings(v, fn) for v in obj]
+    return obj
+
+
+class RedactingStore:
+    """A :class:`~pipelines.sessions.TurnStore` that keeps PII out of the inner store (module docstring)."""
+
+    def __init__(self, inner: Any, cipher: VaultCipher) -> None:
+        self.inner = inner
+        self.cipher = cipher
+
+    async def _vault(self, session_id: str) -> Vault:
+        return Vault.from_entries(self.cipher.open(await self.inner.get_vault(session_id)))
+
+    @staticmethod
+    def _restore(vault: Vault, rec: TurnRecord) -> TurnRecord:
+        return rec.model_copy(update={
+            "user_text": vault.restore(rec.user_text),
+            "reply_text": vault.restore(rec.reply_text),
+            "meta": map_strings(rec.meta, vault.restore),
+        })
+
+    async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
+        """The owner's view: stored turns with their values restored."""
+        rows = await self.inner.get_history(session_id, limit)
+        if not rows:
+            return rows
+        vault = await self._vault(session_id)
+        return [self._restore(vault, r) for r in rows]
+
+    async def session_exists(self, session_id: str) -> bool:
+        return await self.inner.session_exists(session_id)
+
+    async def owner(self, session_id: str) -> str | None:
+        return await self.inner.owner(session_id)
+
+    async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
+                        idempotency_key: str | None = None) -> TurnRecord:
+        """Redact the record with the session's vault; the inner store writes both at once."""
+        vault = await self._vault(session_id)
+        redacted = record.model_copy(update={
+            "user_text": vault.redact(record.user_text),
+            "reply_text": vault.redact(record.reply_text),
+            "meta": map_strings(record.meta, vault.redact),
+        })
+        stored = await self.inner.save_turn(session_id, redacted, principal=principal,
+                                            idempotency_key=idempotency_key, vault=self.cipher.seal(vault.entries()))
+        return self._restore(vault, stored)
+
+    async def append_turn(self, session_id: str, record: TurnRecord) -> None:
+        await self.save_turn(session_id, record, principal=await self.owner(session_id) or LOCAL_PRINCIPAL)
+
+    async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
+        rec = await self.inner.find_turn(session_id, idempotency_key)
+        return None if rec is None else self._restore(await self._vault(session_id), rec)
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        return await self.inner.acquire_lease(session_id, holder, ttl_s)
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        await self.inner.release_lease(session_id, holder)
