@@ -50,12 +50,18 @@ POST_KINDS: tuple[str, ...] = (
     "unsupported_completion",
     "unknown_placeholder",
 )
-_END = re.compile(r"""(?:[.!?…]+["')\]]*\s+|\n+)""")
+# A sentence ends at terminal punctuation followed by whitespace. A bare line break is not an end:
+# "within 2\ndays." must be judged as one sentence, or its first half would be released on its own.
+_END = re.compile(r"""[.!?…]+["')\]]*\s+""")
 _TAIL = 80
 
 
 class SentenceSplitter:
-    """Incremental sentence splitter: :meth:`feed` deltas, get complete sentences back."""
+    """Incremental sentence splitter: :meth:`feed` deltas, get complete sentences back.
+
+    Lines without terminal punctuation are held and joined with what follows, so
+    a date, amount or id cut by a line break is judged whole.
+    """
 
     def __init__(self) -> None:
         self._buf = ""
