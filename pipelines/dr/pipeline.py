@@ -13,8 +13,9 @@
     closure               the delivered text's return contract is checked against the forward one
     ctx.meta["dr"]        {"facts", "path", "card_id", "fallback", "escalation", "rules_version", ...}
 
-Every emitted event passes through the session vault's redaction, so PII
-never reaches the event log; every model message is redacted as well.
+Every emitted event passes through the session vault's redaction and the
+masking of personal fields (names, address lines, city, zip, card digits), so
+PII never reaches the event log; every model message is redacted as well.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from pipelines.errors import UpstreamError
 from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
 from pipelines.guardrails.ids import normalize_text
-from pipelines.guardrails.pii import Vault
+from pipelines.guardrails.pii import Vault, mask_pii_fields
 from pipelines.protocols import ModelClient
 from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
@@ -91,8 +92,8 @@ class DRPipeline:
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
         s = self.settings
         facts = load_facts(ctx.history)
+        ctx.meta[META_KEY] = {"facts": facts.to_meta()}  # a turn that fails before _finish keeps the pending card
         pending, facts.pending_action = facts.pending_action, None
-        ctx.meta[META_KEY] = {"facts": facts.to_meta()}
         t0 = time.perf_counter()
         with stage_span("pre_guard", turn_id=ctx.turn_id):
             pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
@@ -100,7 +101,7 @@ class DRPipeline:
         vault = Vault.from_entries(pre.vault)
 
         def emit(event: str, /, **fields: Any) -> None:
-            ctx.sink.emit(event, turn_id=ctx.turn_id, **vault.redact_obj(fields))
+            ctx.sink.emit(event, turn_id=ctx.turn_id, **vault.redact_obj(mask_pii_fields(fields)))
 
         self.counters.guard("pre", "block" if pre.blocked else "route" if pre.route else "pass")
         for hit in pre.hits:
@@ -116,6 +117,7 @@ class DRPipeline:
             locale=ctx.request.locale, history=list(zip(pre.history[-len(turns):] if turns else [], replies, strict=True)),
             pending=pending, confirmation=pre.confirmation, route=pre.route, route_rule=pre.route_rule,
             blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
+            user_texts=[*pre.history, pre.text],
         )
         t1 = time.perf_counter()
         with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id):
