@@ -27,6 +27,7 @@ from typing import Any
 
 from pipelines.errors import UpstreamError
 from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
+from pipelines.guardrails import default_guardrail_config
 from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import Vault, mask_pii_fields
 from pipelines.protocols import ModelClient
@@ -40,6 +41,7 @@ from .generator import ReleaseGate, generate_reply
 from .orchestrator import Orchestrator
 from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
 from .ports import Guardrails, LocalGuardrails, ToolRunner
+from .prompts import scan_prompt_data
 from .state import META_KEY, load_facts
 
 __all__ = ["DRSettings", "DRPipeline"]
@@ -125,6 +127,7 @@ class DRPipeline:
         ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
+        self._scan_data(forward, emit)
         gate = ReleaseGate(self.guardrails, forward.guard_view(), self.counters, emit, fail_closed=s.fallback_reply)
         t2 = time.perf_counter()
         card_sent: str | None = None
@@ -147,6 +150,17 @@ class DRPipeline:
                     yield piece
         ctx.stage_ms["generate"] = (time.perf_counter() - t2) * 1000
         self._finish(ctx, forward, gate, outcome, facts, vault, card_sent, pre.rules_version, emit)
+
+    def _scan_data(self, forward: Any, emit: Any) -> None:
+        """Count and log injection-rule hits in the turn's world and tool text (it reaches prompts as data)."""
+        config = getattr(self.guardrails, "config", None) or default_guardrail_config()
+        hits = scan_prompt_data(forward, config)
+        for _, hit in hits:
+            self.counters.blocked(f"data_{hit.kind}")
+        if hits:
+            self.counters.guard("data", "flag")
+            emit("dr.data_scan", decision="flag", hits=[{"source": s, "rule_id": h.rule_id, "view": h.view}
+                                                        for s, h in hits])
 
     def _validated_card(self, outcome: Outcome, selected: set[str]) -> ActionCardEvent:
         """The one way an action card reaches the client: selected, validated, pending."""
