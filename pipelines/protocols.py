@@ -56,6 +56,7 @@ class ModelCall(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
+    repetition_penalty: float = Field(1.0, ge=1.0, le=2.0, description="1.0: off.")
     structured_output: StructuredOutput | None = None
 
 

@@ -14,7 +14,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -107,6 +107,17 @@ class TurnContext:
     meta: dict[str, Any] = field(default_factory=dict)
     stage_ms: dict[str, float] = field(default_factory=dict)
     rules_version: str | None = None
+    side_effects: list[str] = field(default_factory=list)
+    checkpointer: Callable[[], Awaitable[None]] | None = None
+
+    def mark_side_effect(self, what: str) -> None:
+        """A write executed in this turn: from now on errors complete the turn conservatively."""
+        self.side_effects.append(what)
+
+    async def checkpoint(self) -> None:
+        """Persist the turn so far (the runner's hook; a no-op when none is set)."""
+        if self.checkpointer is not None:
+            await self.checkpointer()
 
 
 class Pipeline(Protocol):

@@ -79,7 +79,6 @@ Never ``ray stop``. Low scores are expected from a 135M model; they are the meas
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import re
@@ -106,7 +105,7 @@ ALEX, PRIYA = "alex_rivera_1001", "priya_shah_2002"
 FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
     ("cancel", [
         ("Hi, my email is alex.rivera@example.com.", {"kind": "authenticate", "user_id": ALEX}),
-        ("Please cancel order #W1000001, I no longer need it.", {"kind": "action_card", "card_id": "card.cancel_order",
+        ("Please cancel order #W1000001.", {"kind": "action_card", "card_id": "card.cancel_order",
                                             "order_id": "#W1000001"}),
         ("yes", {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001",
                  "status": "cancelled"}),
@@ -133,13 +132,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
 
 
 def shm_names() -> set[str]:
@@ -262,7 +254,9 @@ class Bench:
         t0 = time.monotonic()
         raw = yaml.safe_load(self.config.read_text())
         entry = raw["applications"][0]
-        entry["args"] = deep_merge(entry["args"], {
+        from serve.config import merge_args
+
+        entry["args"] = merge_args(entry["args"], {
             "store": {"kind": "sqlite", "path": str(self.work / "sessions.db")},
             "telemetry": {"jsonl_dir": str(self.tele)},
             "pipeline": {"kind": "dr", "max_steps": self.max_steps},

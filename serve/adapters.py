@@ -15,7 +15,7 @@ from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.errors import TandemError, ToolError
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
 
-__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap"]
+__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap", "tool_ports"]
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -91,10 +91,11 @@ class _Remote:
 
 
 class HandleCoachTools(_Remote):
-    """:class:`pipelines.sgc_turn.ports.CoachTools` over a ``CoachToolsServer`` handle."""
+    """:class:`pipelines.sgc_turn.ports.CoachTools` (the session-id view) over a ``CoachToolsServer`` handle."""
 
     async def call(self, name: str, args: dict[str, Any], session_id: str) -> Any:
-        return await self._call("call", name, args, session_id)
+        result: ToolCallResult = await self._call("call", name, args, ToolSession(session_id=session_id))
+        return result.observation
 
     async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
         return await self._call("load_state", session_id, list(keys))
@@ -115,6 +116,22 @@ class HandleRuleKernels(_Remote):
     async def ground(self, slots: dict[str, Any], facts: dict[str, Any], intent: str) -> dict[str, Any]:
         return await self._call("ground", slots, facts, intent)
 
+    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str,
+                         constraints: list[str] | None = None) -> dict[str, Any]:
+        return await self._call("paragraphs", conflicts, intent, constraints)
+
     async def schedule(self, session_id: str, prior_metas: list[dict[str, Any]], intent_ctx: dict[str, Any],
                        candidates: list[dict[str, Any]], turn_index: int, *, seed: int | None = None) -> Any:
         return await self._call("schedule", session_id, prior_metas, intent_ctx, candidates, turn_index, seed=seed)
+
+
+def tool_ports(domain: str, handle: DeploymentHandle | None) -> tuple[Any, Any]:
+    """The one tool port over a domain's tools deployment, and (coach) the SGC ladder's session-id view."""
+    if handle is None:
+        return None, None
+    if domain == "coach":
+        from pipelines.domains.coach.domain import CoachToolPort
+
+        coach = HandleCoachTools(handle)
+        return CoachToolPort(coach), coach
+    return HandleToolRunner(handle), None

@@ -4,9 +4,13 @@ Graph (embedded profile; production differs only by config)::
 
     client ─HTTP/SSE─┐                    ┌─► LLMServer:<model>  (orchestrator / generator / slot_extractor
     client ─gRPC─────┼─► TandemIngress ───┤                       roles map to model deployments by config)
-    client ─OpenAI───┘   (routes, auth,   ├─► ToolsServer       (typed tools + world store; dr / monolithic)
+    client ─OpenAI───┘   (routes, auth,   ├─► ToolsServer       (the domain's typed tools + its world)
                           turn pipeline)  ├─► GuardrailsServer  (pre / post guard; rule table via user_config)
+                                          ├─► RuleKernels       (Φ / Ψ / tiers / W3 of the domain; user_config)
                                           └─► SessionStore (SQLite | Redis)
+
+The kind's record (``pipelines/registry.py``) says which CPU deployments it needs;
+the domain (``pipelines/domains``) says which tools server hosts its world.
 
 ``build_app`` validates the args strictly first (a bad key fails with its
 path), then binds one ``TandemLLMServer`` per configured model and the ingress.
@@ -21,11 +25,11 @@ from ray import serve
 from ray.serve.deployment import Application
 
 from models.llm import build_model_deployment, model_card
+from pipelines.registry import kind_record
 from serve.config import AppConfig, parse_app_config
 from serve.ingress import build_ingress_class
-from serve.pipeline_factory import NEEDS_COACH, NEEDS_TOOLS
 
-__all__ = ["build_app", "ingress_options"]
+__all__ = ["build_app", "ingress_options", "cpu_deployments"]
 
 logger = logging.getLogger("tandem.app")
 
@@ -34,6 +38,32 @@ def ingress_options(cfg: AppConfig) -> dict[str, Any]:
     opts = cfg.ingress.to_serve_options()
     opts["name"] = "TandemIngress"
     return opts
+
+
+def cpu_deployments(cfg: AppConfig) -> dict[str, Application]:
+    """The CPU deployments the configured kind needs (tools, guardrails, rule kernels), bound."""
+    from serve.deployments import tools_server_for
+    from serve.deployments.coach import RuleKernelsServer
+    from serve.deployments.guardrails import GuardrailsServer
+
+    record = kind_record(cfg.pipeline.kind)
+    domain = cfg.domain.model_dump(mode="json")
+    opts = cfg.deployments
+    out: dict[str, Application] = {}
+    if "tools" in record.deployments:
+        cls, name = tools_server_for(cfg.domain.name)
+        out["tools"] = serve.deployment(cls, name=name, **opts.tools.to_serve_options()).bind(domain)
+    if "guardrails" in record.deployments:
+        # The rule table starts as the bundled one; a Serve file's `deployments: [{name:
+        # GuardrailsServer, user_config: {table: ...}}]` replaces it live (see serve/deploy.py).
+        out["guardrails"] = serve.deployment(
+            GuardrailsServer, name="GuardrailsServer", **opts.guardrails.to_serve_options()).bind()
+    if "rule_kernels" in record.deployments:
+        # Tables start as the domain pack's; `deployments: [{name: RuleKernels, user_config: {rules: ...}}]`
+        # in the Serve file replaces them live.
+        out["rule_kernels"] = serve.deployment(
+            RuleKernelsServer, name="RuleKernels", **opts.rule_kernels.to_serve_options()).bind(cfg.domain.name)
+    return out
 
 
 def build_app(args: dict[str, Any] | AppConfig) -> Application:
@@ -46,33 +76,10 @@ def build_app(args: dict[str, Any] | AppConfig) -> Application:
         llm_apps[mcfg.model_id] = app
         cards[mcfg.model_id] = model_card(conf)
         logger.info("model deployment %s → LLMServer:%s", name, mcfg.model_id)
-    extra: dict[str, Application] = {}
-    if cfg.pipeline.kind in NEEDS_TOOLS:
-        from serve.deployments.guardrails import GuardrailsServer
-        from serve.deployments.tools import ToolsServer
-
-        extra["tools"] = serve.deployment(ToolsServer, name="ToolsServer", **cfg.deployments.tools.to_serve_options()
-                                          ).bind(cfg.domain.model_dump(mode="json"))
-        # The rule table starts as the bundled one; a Serve file's `deployments: [{name:
-        # GuardrailsServer, user_config: {table: ...}}]` replaces it live (see serve/deploy.py).
-        extra["guardrails"] = serve.deployment(
-            GuardrailsServer, name="GuardrailsServer", **cfg.deployments.guardrails.to_serve_options(),
-        ).bind()
-    if cfg.pipeline.kind in NEEDS_COACH:
-        from serve.deployments.coach import CoachToolsServer, RuleKernelsServer
-
-        extra["coach_tools"] = serve.deployment(
-            CoachToolsServer, name="CoachToolsServer", **cfg.deployments.tools.to_serve_options()
-        ).bind(cfg.domain.model_dump(mode="json"))
-        # Tables start as the coach pack's; `deployments: [{name: RuleKernels, user_config: {rules: ...}}]`
-        # in the Serve file replaces them live.
-        extra["rule_kernels"] = serve.deployment(
-            RuleKernelsServer, name="RuleKernels", **cfg.deployments.rule_kernels.to_serve_options()
-        ).bind()
     ingress_cls = build_ingress_class()
     return serve.deployment(ingress_cls, **ingress_options(cfg)).bind(
         llm_deployments=llm_apps,
         model_cards=cards,
         app_config=cfg.model_dump(mode="json"),
-        **extra,
+        **cpu_deployments(cfg),
     )

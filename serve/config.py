@@ -14,8 +14,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pipelines.domains import DOMAIN_PACKS
 from pipelines.errors import ConfigError
 from pipelines.protocols import ROLES
+from pipelines.registry import PipelineSettings, TandemSettings, kind_record
 
 __all__ = [
     "AutoscalingConfig",
@@ -25,7 +27,7 @@ __all__ = [
     "AuthConfig",
     "StoreConfig",
     "TelemetryConfig",
-    "PipelineConfig",
+    "PipelineSettings",
     "DomainConfig",
     "DeploymentsConfig",
     "AppConfig",
@@ -33,6 +35,7 @@ __all__ = [
     "load_serve_file",
     "parse_app_config",
     "format_validation_error",
+    "merge_args",
 ]
 
 
@@ -158,15 +161,16 @@ class TelemetryConfig(Strict):
     sampling_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
-PipelineKind = Literal["prompting", "monolithic", "dr", "pe_agent", "sgc_w1", "sgc_w1w2", "sgc_full"]
-SUPPORT_KINDS = ("monolithic", "dr")
-COACH_KINDS = ("pe_agent", "sgc_w1", "sgc_w1w2", "sgc_full")
-
-
 class DomainConfig(Strict):
     """The domain pack and its world (the store the tools read and write)."""
 
-    name: Literal["support", "coach"] = "support"
+    @model_validator(mode="after")
+    def _known(self) -> DomainConfig:
+        if self.name not in DOMAIN_PACKS:
+            raise ValueError(f"unknown domain {self.name!r}; known: {', '.join(sorted(DOMAIN_PACKS))}")
+        return self
+
+    name: str = Field("support", description=f"A domain pack: one of {sorted(DOMAIN_PACKS)}.")
     seed: int = Field(7, description="Seed of the synthetic world written on first start.")
     world_path: str | None = Field(None, description="SQLite world file; default <cache>/world-<name>-<seed>.db")
     tau2_db: str | None = Field(None, description="Import this tau2 db.json into an empty store instead.")
@@ -180,26 +184,6 @@ class DeploymentsConfig(Strict):
     rule_kernels: DeploymentOptions = Field(default_factory=lambda: DeploymentOptions(num_cpus=0.1))
 
 
-class PipelineConfig(Strict):
-    """Which turn pipeline runs and its knobs."""
-
-    kind: PipelineKind = "prompting"
-    max_steps: int = Field(3, ge=1, le=10, description="DR: the orchestrator's step cap per turn.")
-    orchestrator_max_tokens: int = Field(160, ge=16, le=2048)
-    model_timeout_s: float = Field(30.0, gt=0)
-    tool_timeout_s: float = Field(10.0, gt=0)
-    system_prompt: str = (
-        "You are Tandem, a concise and friendly customer-support assistant. "
-        "Answer in one to three short sentences."
-    )
-    max_history_turns: int = Field(6, ge=0, le=50)
-    max_reply_tokens: int = Field(128, ge=1, le=4096)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    seed: int = 0
-    max_text_chars: int = Field(4000, ge=1)
-    turn_deadline_s: float = Field(60.0, gt=0)
-
-
 class AppConfig(Strict):
     """Everything one Tandem application needs; the ``args`` of the Serve YAML entry."""
 
@@ -210,17 +194,19 @@ class AppConfig(Strict):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
-    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    pipeline: PipelineSettings = Field(
+        default_factory=TandemSettings,
+        description="The turn pipeline: one settings model per kind (pipelines/registry.py), keyed by `kind`.",
+    )
     domain: DomainConfig = Field(default_factory=DomainConfig)
     deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
 
     @model_validator(mode="after")
     def _domain_fits_pipeline(self) -> AppConfig:
         kind, dom = self.pipeline.kind, self.domain.name
-        if kind in SUPPORT_KINDS and dom != "support":
-            raise ValueError(f"pipeline.kind {kind!r} runs on the support domain, not {dom!r}")
-        if kind in COACH_KINDS and dom != "coach":
-            raise ValueError(f"pipeline.kind {kind!r} runs on the coach domain (domain.name: coach), not {dom!r}")
+        domains = kind_record(kind).domains
+        if domains is not None and dom not in domains:
+            raise ValueError(f"pipeline.kind {kind!r} runs on the {' / '.join(domains)} domain, not {dom!r}")
         return self
 
     @model_validator(mode="after")
@@ -268,12 +254,12 @@ def _validate_guardrail_table(user_config: dict[str, Any]) -> None:
     load_guardrail_config(user_config["table"])
 
 
-def _validate_rule_bundle(user_config: dict[str, Any]) -> None:
-    from pipelines.domains.coach import load_coach_rule_tables
+def _validate_rule_bundle(user_config: dict[str, Any], domain: str = "coach") -> None:
+    from pipelines.domains import load_rule_bundle
 
     if set(user_config) - {"rules"}:
         raise ValueError(f"unknown keys {sorted(set(user_config) - {'rules'})} (expected 'rules')")
-    load_coach_rule_tables(user_config["rules"])
+    load_rule_bundle(domain, user_config["rules"])
 
 
 # Deployments whose rule tables arrive as Ray Serve user_config, and each table's validator.
@@ -290,15 +276,21 @@ class DeploymentUserConfig(Strict):
     user_config: dict[str, Any]
 
     @model_validator(mode="after")
-    def _table_is_valid(self) -> DeploymentUserConfig:
-        check = USER_CONFIG_VALIDATORS.get(self.name)
-        if check is None:
+    def _table_is_known(self) -> DeploymentUserConfig:
+        if self.name not in USER_CONFIG_VALIDATORS:
             raise ValueError(f"no live table for deployment {self.name!r}; known: {sorted(USER_CONFIG_VALIDATORS)}")
+        return self
+
+    def check(self, domain: str) -> None:
+        """Validate the table against the application's domain (raises ValueError)."""
+        check = USER_CONFIG_VALIDATORS[self.name]
         try:
-            check(self.user_config)
+            if self.name == "RuleKernels":
+                check(self.user_config, domain)
+            else:
+                check(self.user_config)
         except ConfigError as exc:
             raise ValueError(exc.message) from exc
-        return self
 
 
 class ApplicationEntry(Strict):
@@ -313,6 +305,15 @@ class ApplicationEntry(Strict):
         "reconfigures live replicas without restarting them.",
     )
 
+    @model_validator(mode="after")
+    def _tables_fit_domain(self) -> ApplicationEntry:
+        for i, d in enumerate(self.deployments):
+            try:
+                d.check(self.args.domain.name)
+            except ValueError as exc:
+                raise ValueError(f"deployments.{i} ({d.name}): {exc}") from exc
+        return self
+
 
 class ServeFile(Strict):
     """A Ray Serve config file, validated strictly."""
@@ -326,9 +327,12 @@ class ServeFile(Strict):
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     """One line per problem, each with the dotted path of the offending key."""
+    from pipelines.registry import KINDS
+
     lines = []
     for err in exc.errors(include_url=False):
-        path = ".".join(str(p) for p in err["loc"])
+        loc = [p for i, p in enumerate(err["loc"]) if not (i and err["loc"][i - 1] == "pipeline" and p in KINDS)]
+        path = ".".join(str(p) for p in loc)
         full = f"{prefix}.{path}" if prefix and path else (prefix or path)
         kind = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         lines.append(f"{full}: {kind}")
@@ -360,3 +364,28 @@ def load_serve_file(path: str | Path) -> ServeFile:
         return ServeFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"invalid config {p}: {format_validation_error(exc)}") from exc
+
+
+def merge_args(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` application args with ``overrides`` deep-merged in.
+
+    Each pipeline kind has its own settings, so an override that names a different
+    ``pipeline.kind`` replaces the whole ``pipeline`` section instead of merging into
+    settings the new kind does not have.
+    """
+    import copy
+
+    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = copy.deepcopy(a)
+        for k, v in b.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        return out
+
+    over = dict(overrides)
+    pipe = over.get("pipeline")
+    base_kind = (base.get("pipeline") or {}).get("kind", "tandem")
+    if isinstance(pipe, dict) and "kind" in pipe and pipe["kind"] != base_kind:
+        out = merge({k: v for k, v in base.items() if k != "pipeline"}, {k: v for k, v in over.items() if k != "pipeline"})
+        out["pipeline"] = copy.deepcopy(pipe)
+        return out
+    return merge(base, over)

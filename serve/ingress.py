@@ -26,15 +26,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from models.prepare import cache_dir
 from pipelines.errors import InvalidInput, NotFound, TandemError
 from pipelines.events import TurnAnswer, TurnRequest
+from pipelines.registry import Parts, build_pipeline
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
-from serve.adapters import HandleCoachTools, HandleGuardrails, HandleRuleKernels, HandleToolRunner
+from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_ports
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.edge import ApiKeys, error_body, grpc_code_for, http_error, log_error
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
-from serve.metrics import ServeCounters, TurnMetrics, exported_counters
+from serve.metrics import ServeCounters, TurnMetrics
 from serve.model_client import ServeModelClient
-from serve.pipeline_factory import NEEDS_COACH, PipelineParts, build_pipeline
 from serve.telemetry import JsonlEventSink
 
 __all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS"]
@@ -102,7 +102,6 @@ class TandemIngress(OpenAiIngress):
         app_config: dict[str, Any],
         tools: DeploymentHandle | None = None,
         guardrails: DeploymentHandle | None = None,
-        coach_tools: DeploymentHandle | None = None,
         rule_kernels: DeploymentHandle | None = None,
     ) -> None:
         super().__init__(llm_deployments=llm_deployments, model_cards=model_cards)
@@ -120,21 +119,17 @@ class TandemIngress(OpenAiIngress):
         self.sink = JsonlEventSink(cfg.telemetry.jsonl_dir, component="ingress")
         self.auth = ApiKeys(cfg.auth.enabled, cfg.auth.api_keys, cfg.auth.api_keys_env)
         self.turn_metrics = TurnMetrics()
-        if cfg.pipeline.kind in NEEDS_COACH:
-            from pipelines.sgc_turn import SgcCounters
-
-            self.counters = exported_counters(SgcCounters, "tandem_sgc")()
-            parts = PipelineParts(tools=HandleCoachTools(coach_tools), kernels=HandleRuleKernels(rule_kernels),
-                                  counters=self.counters)
-        else:
-            self.counters = ServeCounters()
-            parts = PipelineParts(
-                tools=HandleToolRunner(tools) if tools is not None else None,
-                guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
-                counters=self.counters,
-            )
-        self._coach_tools = coach_tools
-        self.pipeline = build_pipeline(cfg.pipeline, self.models, parts)
+        # The pipeline: its kind's record says what it needs; every handle is wrapped in its port.
+        self.counters = ServeCounters()
+        runner_port, coach_view = tool_ports(cfg.domain.name, tools)
+        parts = Parts(
+            models=self.models, domain=cfg.domain.name, tools=runner_port, coach_tools=coach_view,
+            guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
+            kernels=HandleRuleKernels(rule_kernels) if rule_kernels is not None else None,
+            counters=self.counters,
+        )
+        self._coach_tools = tools if cfg.domain.name == "coach" else None
+        self.pipeline = build_pipeline(cfg.pipeline, parts)
         history = max(cfg.pipeline.max_history_turns, getattr(self.pipeline, "history_turns", 0))
         self.runner = TurnRunner(
             self.pipeline, self.store, sink=self.sink,

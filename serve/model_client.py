@@ -58,6 +58,8 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
         body["seed"] = call.seed
     if call.stop:
         body["stop"] = list(call.stop)
+    if call.repetition_penalty != 1.0:
+        body["repetition_penalty"] = call.repetition_penalty
     so = call.structured_output
     if so is not None:
         body["structured_outputs"] = {so.kind: so.spec}

@@ -125,7 +125,11 @@ def derive_config(base: dict[str, Any], overrides: dict[str, Any], *, extra: dic
     """A copy of the Serve file with overrides applied to ``applications[0].args``."""
     raw = copy.deepcopy(base)
     args = raw["applications"][0].setdefault("args", {})
-    for k, v in {**(extra or {}), **overrides}.items():
+    items = {**(extra or {}), **overrides}
+    kind = items.get("pipeline.kind")
+    if kind is not None and kind != (args.get("pipeline") or {}).get("kind"):
+        args["pipeline"] = {"kind": kind}  # each kind has its own settings: start its section afresh
+    for k, v in items.items():
         set_dotted(args, k, v)
     return raw
 

@@ -10,41 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.domains.support.policy import GENERAL_CONSTRAINTS, POLICY_CONSTRAINTS
+
 from .contract import EligibleAction, ForwardContract, SourceRef, state_from_observation
 from .outcome import OrchestratorInput, Outcome
 
 __all__ = ["POLICY_CONSTRAINTS", "GENERAL_CONSTRAINTS", "build_forward"]
 
 _MIN_SCORE = 3.0  # one keyword overlap alone does not make an article relevant
-GENERAL_CONSTRAINTS: tuple[str, ...] = (
-    "Act only for the verified user of this conversation.",
-    "Every change needs the user's explicit yes first.",
-)
-POLICY_CONSTRAINTS: dict[str, tuple[str, ...]] = {
-    "cancel_pending_order": (
-        "Only pending orders can be cancelled; reason: no longer needed or ordered by mistake.",
-        "Gift card refunds are immediate; other refunds take five to seven business days.",
-    ),
-    "modify_pending_order_items": (
-        "Only pending orders can be modified, and item options only once.",
-    ),
-    "modify_pending_order_address": ("Only pending orders can get a new shipping address.",),
-    "modify_pending_order_payment": (
-        "A gift card must cover the order total; the old method is refunded (gift card at once, "
-        "otherwise five to seven business days).",
-    ),
-    "return_delivered_order_items": (
-        "Only delivered orders can be returned; the refund goes to the original method or a gift card.",
-        "The user receives an email with return instructions.",
-    ),
-    "exchange_delivered_order_items": (
-        "Only delivered orders can be exchanged, once, for the same product.",
-        "The user receives an email with return instructions.",
-    ),
-    "modify_user_address": ("Existing orders keep their shipping address.",),
-}
-
-
 def _sources(search_help: Any, text: str, outcome: Outcome, limit: int = 2) -> list[SourceRef]:
     out: dict[str, SourceRef] = {}
     for o in outcome.observations:

@@ -12,11 +12,11 @@ with the logged observations it reconstructs why a reply was allowed.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.domains.support.observations import state_from_observation, summarize_result
 from pipelines.guardrails.ids import (
     all_ids,
     amount_cents,
@@ -97,10 +97,14 @@ class ForwardContract(_Contract):
     escalation_reason: str | None = None
     fallback: Fallback | None = None
     placeholders: list[str] = Field(default_factory=list)
+    c1: dict[str, Any] | None = Field(None, description="W1: the perceived intent and sub-intent.")
+    c2: dict[str, Any] | None = Field(None, description="W2: graded conflicts and the paragraph plan.")
+    c3: dict[str, Any] | None = Field(None, description="W3: the guidance pick (id, type, text).")
 
     def _grounded(self) -> dict[str, Any]:
         return self.model_dump(
-            mode="json", exclude={"user_request", "clarify_question", "turn_id", "version", "locale", "fallback"}
+            mode="json",
+            exclude={"user_request", "clarify_question", "turn_id", "version", "locale", "fallback", "c1", "c3"},
         )
 
     def allowed_ids(self) -> set[str]:
@@ -152,47 +156,6 @@ class ForwardContract(_Contract):
             write_executed=self.write_executed(),
             placeholders=list(self.placeholders),
         )
-
-
-def state_from_observation(tool: str, result: dict[str, Any] | None) -> dict[str, Any]:
-    """User-state keys and values read off one successful observation."""
-    if not result:
-        return {}
-    out: dict[str, Any] = {}
-    if "order_id" in result and "status" in result:
-        oid = result["order_id"]
-        out[f"order.{oid}.status"] = result["status"]
-        items = result.get("items") or []
-        out[f"order.{oid}.items"] = [f"{i.get('name')} ({i.get('item_id')})" for i in items]
-        pays = result.get("payment_history") or []
-        paid = sum(p["amount"] for p in pays if p.get("transaction_type") == "payment")
-        refunded = sum(p["amount"] for p in pays if p.get("transaction_type") == "refund")
-        out[f"order.{oid}.total"] = round(paid, 2)
-        if refunded:
-            out[f"order.{oid}.refund"] = round(refunded, 2)
-            out[f"order.{oid}.refund_methods"] = sorted(
-                {p["payment_method_id"] for p in pays if p.get("transaction_type") == "refund"}
-            )
-    elif "user_id" in result and "orders" in result:
-        out["user.orders"] = list(result["orders"])
-        out["user.payment_methods"] = sorted(result.get("payment_methods") or {})
-    elif tool.startswith("find_user_id") and "user_id" in result:
-        out["user_id"] = result["user_id"]
-    return out
-
-
-def summarize_result(tool: str, result: dict[str, Any] | None, limit: int = 360) -> str:
-    """A short, whole-token summary of an observation for prompts."""
-    if result is None:
-        return ""
-    state = state_from_observation(tool, result)
-    if "articles" in result:
-        state = {"articles": [f"{a['id']}: {a['title']}" for a in result["articles"]]}
-    text = json.dumps(state or result, separators=(",", ":"), ensure_ascii=False, default=str)
-    if len(text) <= limit:
-        return text
-    cut = text[:limit]
-    return cut[: max(cut.rfind(","), 1)] + ",...}"
 
 
 class Rendering(_Contract):

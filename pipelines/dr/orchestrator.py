@@ -183,7 +183,7 @@ class Orchestrator:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
         outcome.observations = observations
         if outcome.fallback is not None:
-            self.counters.fallback(outcome.fallback)
+            self.counters.fallback(outcome.fallback.trigger, outcome.fallback.cls)
             emit("dr.fallback", trigger=outcome.fallback.trigger, cls=outcome.fallback.cls,
                  detail=outcome.fallback.detail)
         if outcome.escalation_reason:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pipelines.errors import UpstreamError
 from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
+from pipelines.gate import SentenceGate
 from pipelines.guardrails import default_guardrail_config
 from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import Vault, mask_pii_fields
@@ -37,7 +38,7 @@ from pipelines.turn import TurnContext
 from .assemble import build_forward
 from .contract import build_return, check_closure
 from .fallback import Counters, fallback
-from .generator import ReleaseGate, generate_reply
+from .generator import generate_reply, release_gate
 from .orchestrator import Orchestrator
 from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
 from .ports import Guardrails, LocalGuardrails, ToolRunner
@@ -128,17 +129,18 @@ class DRPipeline:
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
         self._scan_data(forward, emit)
-        gate = ReleaseGate(self.guardrails, forward.guard_view(), self.counters, emit, fail_closed=s.fallback_reply)
+        view = forward.guard_view()
+        gate = release_gate(self.guardrails, view, self.counters, emit, fail_closed=s.fallback_reply)
         t2 = time.perf_counter()
         card_sent: str | None = None
         with stage_span("generate", role="generator", turn_id=ctx.turn_id):
             if outcome.path == "escalate":
                 reason = outcome.escalation_reason or "out_of_scope"
                 yield EscalationEvent(reason_code=reason, message=s.handoff_message)
-                gate.released.append(s.handoff_message)
+                gate.add_trusted(s.handoff_message)
                 yield ReplyDelta(text=s.handoff_message)
             elif outcome.path == "clarify":
-                question = await self._question(gate, outcome)
+                question = await self._question(gate, view, outcome)
                 yield ClarifyEvent(question=vault.restore(question), options=list(outcome.clarify_options))
                 yield ReplyDelta(text=vault.restore(question))
             else:
@@ -169,11 +171,11 @@ class DRPipeline:
         return ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
                                params=dict(outcome.card_params))
 
-    async def _question(self, gate: ReleaseGate, outcome: Outcome) -> str:
+    async def _question(self, gate: SentenceGate, view: Any, outcome: Outcome) -> str:
         s = self.settings
         default = s.clarify_choose if outcome.clarify_options else s.clarify_default
         if outcome.clarify_question:
-            verdict = await self.guardrails.post(outcome.clarify_question, gate.view)
+            verdict = await self.guardrails.post(outcome.clarify_question, view)
             if verdict.violations:
                 for v in verdict.violations:
                     self.counters.blocked(v.kind)
@@ -182,12 +184,12 @@ class DRPipeline:
                           kinds=[v.kind for v in verdict.violations], sentence=verdict.text)
             else:
                 self.counters.guard("post", "pass")
-                gate.released.append(verdict.text)
+                gate.add_trusted(verdict.text)
                 return verdict.text
-        gate.released.append(default)
+        gate.add_trusted(default)
         return default
 
-    async def _reply(self, ctx: TurnContext, forward: Any, gate: ReleaseGate, vault: Vault,
+    async def _reply(self, ctx: TurnContext, forward: Any, gate: SentenceGate, vault: Vault,
                      outcome: Outcome, emit: Any) -> AsyncIterator[ReplyDelta]:
         s = self.settings
         first = True
@@ -202,19 +204,19 @@ class DRPipeline:
             code = getattr(exc, "code", "model_timeout")
             fb = fallback("model_timeout" if code == "model_timeout" or isinstance(exc, TimeoutError) else "model_error",
                           f"generator: {code}")
-            self.counters.fallback(fb)
+            self.counters.fallback(fb.trigger, fb.cls)
             emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
             if outcome.fallback is None:
                 outcome.fallback = fb
             if first:
-                gate.released.append(s.fallback_reply)
+                gate.add_trusted(s.fallback_reply)
                 yield ReplyDelta(text=s.fallback_reply)
                 first = False
         if first:
-            gate.released.append(s.fallback_reply)
+            gate.add_trusted(s.fallback_reply)
             yield ReplyDelta(text=s.fallback_reply)
 
-    def _finish(self, ctx: TurnContext, forward: Any, gate: ReleaseGate, outcome: Outcome, facts: Any,
+    def _finish(self, ctx: TurnContext, forward: Any, gate: SentenceGate, outcome: Outcome, facts: Any,
                 vault: Vault, card_sent: str | None, rules_version: str, emit: Any) -> None:
         ret = build_return(gate.text, forward, card_id=card_sent, sentences=len(gate.released))
         trusted = {self.settings.handoff_message, self.settings.fallback_reply}

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.domains.support import invoke as support_invoke
 from pipelines.domains.support import precheck as support_precheck
-from pipelines.domains.support.grounded import owner_records, ungrounded_args
+from pipelines.domains.support.grounded import owner_candidates, ungrounded_args
 from pipelines.errors import ToolError
 from pipelines.guardrails import LocalGuardrails, PostGuardView, PreGuardResult, SentenceVerdict
 from pipelines.tools import ToolContext, ToolObservation
@@ -52,7 +52,7 @@ class ToolSession(BaseModel):
     confirmed: bool = False
     locale: str = "en"
     idempotency_key: str | None = Field(
-        None, description="Names one confirmed write (see :func:`write_key`): it runs at most once."
+        None, description="A confirmed write's key (session, card, the turn that showed it): executed at most once."
     )
     user_texts: list[str] = Field(
         default_factory=list, description="The user's own texts in this session (grounding of write arguments)."
@@ -219,8 +219,8 @@ class LocalToolRunner:
         """Arguments of a write that are neither the user's words nor the authenticated user's records."""
         if name not in self.domain.write_tools or not session.authenticated_user_id:
             return []
-        records = owner_records(self.world, session.authenticated_user_id)
-        return ungrounded_args(args, session.user_texts, records)
+        candidates = owner_candidates(self.world, session.authenticated_user_id)
+        return ungrounded_args(name, args, session.user_texts, candidates)
 
     def _write(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
         # No await inside: once a write starts, cancellation cannot split its commit from its swap.

@@ -6,6 +6,16 @@ label or tool raises :class:`ConfigError` naming the row. :func:`phi_lookup`
 has three outcomes: ``hit`` (the row's tools, arguments filled from the
 snapshot), ``miss_unmapped`` (no row) and ``miss_state_unavailable`` (a row,
 but the snapshot lacks a required key or holds it stale).
+
+One (intent, sub-intent) may have several rows: they are *alternatives* tried in
+table order, and the first whose state is available hits (e.g. "look the order
+up when the user is verified, else look the user up by the email they typed").
+A miss then reports the first alternative's missing keys. A row may also carry
+``then`` — the turn's decision when the row hits: ``respond`` or
+``clarify:<kind>`` (a Φ hit that already answers the turn's need ends the
+decision without an orchestrator step), or ``propose`` (the user asked for a
+change and the entity is known: the orchestrator may only fill the intent's
+card or ask for what is missing).
 """
 
 from __future__ import annotations
@@ -46,6 +56,11 @@ class PhiRow(TableConfig):
     sub_intent: str = Field(..., min_length=1)
     tools: list[PhiTool] = Field(default_factory=list)
     requires_state: list[str] = Field(default_factory=list)
+    then: str | None = Field(
+        None, pattern=r"^(respond|propose|clarify:[a-z_]+)$",
+        description="The turn's decision when this row hits: respond / clarify:<kind> (no orchestrator "
+        "step), propose (the orchestrator may only fill the intent's card or clarify); None: orchestrate.",
+    )
 
     def state_keys(self) -> list[str]:
         """Every snapshot key this row reads: ``requires_state`` plus all ``args_from`` sources."""
@@ -68,17 +83,32 @@ class PhiTable(TableConfig):
 
     @model_validator(mode="after")
     def _unique(self) -> PhiTable:
-        seen: dict[tuple[str, str], int] = {}
+        seen: dict[tuple[str, str, frozenset[str]], int] = {}
+        open_row: dict[tuple[str, str], int] = {}
         for i, r in enumerate(self.rows):
             key = (r.intent, r.sub_intent)
-            if key in seen:
-                raise ValueError(f"rows.{i} ({r.intent}/{r.sub_intent}) duplicates rows.{seen[key]}")
-            seen[key] = i
+            full = (*key, frozenset(r.state_keys()))
+            if full in seen:
+                raise ValueError(f"rows.{i} ({r.intent}/{r.sub_intent}) duplicates rows.{seen[full]}")
+            if key in open_row:
+                raise ValueError(
+                    f"rows.{i} ({r.intent}/{r.sub_intent}) is unreachable: rows.{open_row[key]} needs no state"
+                )
+            seen[full] = i
+            if not r.state_keys():
+                open_row[key] = i
         return self
 
     def index(self) -> dict[tuple[str, str], PhiRow]:
-        """(intent, sub_intent) → row (built on each call; cache it in hot paths)."""
-        return {(r.intent, r.sub_intent): r for r in self.rows}
+        """(intent, sub_intent) → its first row (built on each call; cache it in hot paths)."""
+        out: dict[tuple[str, str], PhiRow] = {}
+        for r in self.rows:
+            out.setdefault((r.intent, r.sub_intent), r)
+        return out
+
+    def alternatives(self, intent: str, sub_intent: str) -> list[PhiRow]:
+        """Every row of (intent, sub_intent), in table order."""
+        return [r for r in self.rows if r.intent == intent and r.sub_intent == sub_intent]
 
     def check_against(self, labels: Mapping[str, Collection[str]], tools: Collection[str]) -> PhiTable:
         """Raise :class:`ConfigError` naming the first row with an unknown label or tool."""
@@ -108,6 +138,7 @@ class PhiOutcome(TableConfig):
     tools: tuple[ToolCall, ...] = ()
     missing_keys: tuple[str, ...] = ()
     stale_keys: tuple[str, ...] = ()
+    then: str | None = None
 
     @property
     def hit(self) -> bool:
@@ -140,21 +171,27 @@ def phi_lookup(
     was read at a version older than ``live_version``, or when (with ``turn``)
     it is older than the table's ``max_age_turns``.
     """
-    row = (index if index is not None else table.index()).get((intent, sub_intent))
+    first = (index if index is not None else table.index()).get((intent, sub_intent))
     base = {"intent": intent, "sub_intent": sub_intent, "table_version": table.version}
-    if row is None:
+    if first is None:
         return PhiOutcome(kind="miss_unmapped", **base)
-    keys = row.state_keys()
-    missing = snapshot.missing_keys(keys)
-    stale = snapshot.stale_keys(keys, turn=turn, live_version=live_version, max_age_turns=table.max_age_turns)
-    if missing or stale:
-        return PhiOutcome(
-            kind="miss_state_unavailable", missing_keys=tuple(missing), stale_keys=tuple(stale), **base
-        )
-    calls = []
-    for t in row.tools:
-        args = dict(t.args)
-        for name, src in (t.args_from or {}).items():
-            args[name] = snapshot.value(src)
-        calls.append(ToolCall(tool=t.tool, args=args))
-    return PhiOutcome(kind="hit", tools=tuple(calls), **base)
+    rows = table.alternatives(intent, sub_intent) or [first]
+    miss: PhiOutcome | None = None
+    for row in rows:
+        keys = row.state_keys()
+        missing = snapshot.missing_keys(keys)
+        stale = snapshot.stale_keys(keys, turn=turn, live_version=live_version, max_age_turns=table.max_age_turns)
+        if missing or stale:
+            miss = miss or PhiOutcome(
+                kind="miss_state_unavailable", missing_keys=tuple(missing), stale_keys=tuple(stale), **base
+            )
+            continue
+        calls = []
+        for t in row.tools:
+            args = dict(t.args)
+            for name, src in (t.args_from or {}).items():
+                args[name] = snapshot.value(src)
+            calls.append(ToolCall(tool=t.tool, args=args))
+        return PhiOutcome(kind="hit", tools=tuple(calls), then=row.then, **base)
+    assert miss is not None
+    return miss

@@ -19,7 +19,7 @@ from pipelines.errors import ConfigError
 from pipelines.sgc.config import TableConfig, load_model
 from pipelines.sgc.phi import PhiRow, PhiTable
 from pipelines.sgc.psi import PsiTable
-from pipelines.sgc.w2_diff import TierTable
+from pipelines.sgc.w2_diff import CONFLICT_KINDS, TierTable
 from pipelines.sgc.w3 import Branch, BranchTable
 
 __all__ = ["RuleTables", "ReloadOutcome", "RuleTablesHolder", "load_rule_tables"]
@@ -60,12 +60,25 @@ def load_rule_tables(
     *,
     labels: Mapping[str, Collection[str]] | None = None,
     tools: Collection[str] | None = None,
+    conflict_kinds: Collection[str] = CONFLICT_KINDS,
+    branches: Collection[str] | None = None,
 ) -> RuleTables:
     """Validate a rule bundle; with ``labels`` and ``tools`` also check Φ against them.
 
-    Raises :class:`ConfigError` (``details["path"]`` names the bad field or row).
+    ``conflict_kinds``: the domain's conflict kinds, each of which the tier table must
+    grade (default: the coach's); ``branches``: the W3 branches the domain serves (the
+    bundle's ``w3`` may hold no other). Raises :class:`ConfigError` (``details["path"]``
+    names the bad field or row).
     """
     tables = load_model(RuleTables, data, "rules")
+    missing = tables.tiers.missing(conflict_kinds)
+    if missing:
+        raise ConfigError(f"tiers: tiers missing for conflict kinds {missing}", details={"path": "tiers.tiers"})
+    if branches is not None:
+        unknown = sorted(set(tables.w3) - set(branches))
+        if unknown:
+            raise ConfigError(f"rules.w3: unknown branches {unknown}; known: {sorted(branches)}",
+                              details={"path": f"rules.w3.{unknown[0]}.[key]"})
     if labels is not None and tools is not None:
         tables.phi.check_against(labels, tools)
     for i, rule in enumerate(tables.psi.rules):
@@ -96,16 +109,21 @@ class RuleTablesHolder:
         *,
         labels: Mapping[str, Collection[str]] | None = None,
         tools: Collection[str] | None = None,
+        conflict_kinds: Collection[str] = CONFLICT_KINDS,
+        branches: Collection[str] | None = None,
     ) -> None:
         """Load ``initial`` (a malformed initial bundle raises: there is nothing to keep)."""
         self._labels = labels
         self._tools = tools
+        self._kinds = tuple(conflict_kinds)
+        self._branches = None if branches is None else tuple(branches)
         self._active = initial if isinstance(initial, RuleTables) else self._load(initial)
         self.last_error: ConfigError | None = None
         self.rejected = 0
 
     def _load(self, data: Any) -> RuleTables:
-        return load_rule_tables(data, labels=self._labels, tools=self._tools)
+        return load_rule_tables(data, labels=self._labels, tools=self._tools, conflict_kinds=self._kinds,
+                                branches=self._branches)
 
     @property
     def active(self) -> RuleTables:

@@ -66,6 +66,7 @@ def grammar(
     tools: Collection[str],
     *,
     narration_max_chars: int = NARRATION_MAX_CHARS,
+    narration_required: bool = False,
 ) -> str:
     """The Lark grammar of the 4-in-1 stream for these labels and tools.
 
@@ -92,7 +93,7 @@ def grammar(
         lines.append(f"intent: {_alts(intent_list)}")
         lines.append(f"sub_intent: {_alts(subs)}")
     lines += [
-        'narration: "<NARRATION>" NARRATION_TEXT? "</NARRATION>"',
+        f'narration: "<NARRATION>" NARRATION_TEXT{"" if narration_required else "?"} "</NARRATION>"',
         f"NARRATION_TEXT: /[^<]{{1,{int(narration_max_chars)}}}/",
         'plan: "<PLAN>" ws "[" ws calls? ws "]" ws "</PLAN>"',
         'calls: call | call ws "," ws call | call ws "," ws call ws "," ws call',

@@ -13,6 +13,7 @@ from collections.abc import Collection
 
 from pydantic import BaseModel, ConfigDict
 
+from pipelines.errors import ConfigError
 from pipelines.sgc.psi import (
     DEFAULT_INCOMPATIBLE,
     PARAGRAPH_KINDS,
@@ -89,6 +90,8 @@ __all__ = [
     "psi",
     "GroundingResult",
     "ground",
+    "ParagraphResult",
+    "plan_conflicts",
 ]
 
 
@@ -129,3 +132,42 @@ def ground(
     return GroundingResult(
         slots=repaired, repairs=tuple(repairs), conflicts=tuple(conflicts), psi=result, plan=plan
     )
+
+
+class ParagraphResult(BaseModel):
+    """W2 for a domain that finds its conflicts itself: the graded conflicts, Ψ and the plan (c2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    conflicts: tuple[Conflict, ...]
+    psi: PsiResult
+    plan: ParagraphPlan
+
+
+def plan_conflicts(
+    raw: Collection[dict[str, object] | Conflict],
+    intent: str,
+    *,
+    psi_table: PsiTable,
+    tiers: TierTable,
+    constraints: Collection[str] = (),
+    max_paragraphs: int | None = None,
+) -> ParagraphResult:
+    """Grade ``raw`` conflicts (``{constraint_id, kind, entity?, detail?}``) with ``tiers``, then Ψ and the plan.
+
+    A conflict whose kind the tier table does not grade raises :class:`ConfigError`.
+    """
+    graded: list[Conflict] = []
+    for c in raw:
+        if isinstance(c, Conflict):
+            graded.append(c)
+            continue
+        kind = str(c.get("kind"))
+        if kind not in tiers.tiers:
+            raise ConfigError(f"conflict kind {kind!r} is not graded by tiers {tiers.version!r}")
+        graded.append(Conflict(constraint_id=str(c.get("constraint_id")), kind=kind, tier=tiers.tiers[kind],
+                               entity=c.get("entity"), detail=str(c.get("detail") or "")))  # type: ignore[arg-type]
+    result = psi(psi_table, graded, intent, constraints)
+    plan = plan_paragraphs(result.eligible, result.required, graded, incompatible=psi_table.incompatible,
+                           max_paragraphs=max_paragraphs)
+    return ParagraphResult(conflicts=tuple(graded), psi=result, plan=plan)

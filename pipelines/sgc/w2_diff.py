@@ -11,10 +11,12 @@ style preference the facts cannot honour.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from collections.abc import Collection
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from pipelines.errors import ConfigError
 from pipelines.sgc.config import TableConfig, load_model
 from pipelines.sgc.w2_slots import QuerySlots
 
@@ -33,7 +35,10 @@ __all__ = [
 ]
 
 Tier = Literal["hard", "soft", "hint"]
-ConflictKind = Literal[
+#: A conflict kind is a domain's label (``entity_not_owned``, ``action_refused``…): each pack
+#: names its kinds and its tier table must grade every one (checked at bundle load).
+ConflictKind = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+CoachConflictKind = Literal[
     "entity_not_owned",
     "entity_unknown",
     "skill_locked",
@@ -45,7 +50,7 @@ ConflictKind = Literal[
     "opponent_unknown",
     "style_unsupported",
 ]
-CONFLICT_KINDS: tuple[str, ...] = get_args(ConflictKind)
+CONFLICT_KINDS: tuple[str, ...] = get_args(CoachConflictKind)
 
 
 class OwnedEntity(BaseModel):
@@ -90,17 +95,14 @@ class Conflict(BaseModel):
 
 
 class TierTable(TableConfig):
-    """Versioned grading: conflict kind → tier (every kind must be graded)."""
+    """Versioned grading: conflict kind → tier (every kind of the domain must be graded)."""
 
     version: str = Field(..., min_length=1)
     tiers: dict[ConflictKind, Tier]
 
-    @model_validator(mode="after")
-    def _complete(self) -> TierTable:
-        missing = [k for k in CONFLICT_KINDS if k not in self.tiers]
-        if missing:
-            raise ValueError(f"tiers missing for conflict kinds {missing}")
-        return self
+    def missing(self, kinds: Collection[str]) -> list[str]:
+        """The kinds of ``kinds`` this table does not grade."""
+        return [k for k in kinds if k not in self.tiers]
 
 
 DEFAULT_TIERS = TierTable(
@@ -120,9 +122,13 @@ DEFAULT_TIERS = TierTable(
 )
 
 
-def load_tier_table(data: Any) -> TierTable:
-    """Validate a tier table from a dict; raises ConfigError with the path."""
-    return load_model(TierTable, data, "tiers")
+def load_tier_table(data: Any, kinds: Collection[str] = CONFLICT_KINDS) -> TierTable:
+    """Validate a tier table from a dict (grading every one of ``kinds``); raises ConfigError with the path."""
+    table = load_model(TierTable, data, "tiers")
+    missing = table.missing(kinds)
+    if missing:
+        raise ConfigError(f"tiers: tiers missing for conflict kinds {missing}", details={"path": "tiers.tiers"})
+    return table
 
 
 def constraints_of(slots: QuerySlots) -> list[str]:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from pipelines.sgc.canonical import canonical_json, derive_seed, session_seed, stable_hash
 from pipelines.sgc.config import TableConfig, load_model
@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 HISTORY_WINDOW = 20
-Branch = Literal["recommend", "teaching", "knowledge_qa"]
+#: A W3 branch is a domain's label (the coach: recommend, teaching, knowledge_qa).
+Branch = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
 BRANCHES: tuple[str, ...] = ("recommend", "teaching", "knowledge_qa")
 
 

@@ -33,9 +33,9 @@ from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
 
 from .contract import C1, ReplyContract, SgcSettings, observation_view
-from .counters import SgcCounters
+from .counters import SgcCounters, sgc_fallback
 from .grounding import Grounding, run_w3
-from .guard import GuardGate, ReplyJudge
+from .guard import ReplyJudge, guard_gate
 from .perception import Perception, W1Bundle
 from .ports import CoachFacts, CoachTools, RuleKernels, W1Tables
 from .steps import Generation, next_turn_index
@@ -171,7 +171,7 @@ class SgcPipeline:
             emit("sgc.contract", contract=contract.model_dump(mode="json", exclude_none=True))
             gate = None
             if facts is not None:
-                gate = GuardGate(ReplyJudge(facts, contract), self.counters, emit,
+                gate = guard_gate(ReplyJudge(facts, contract), self.counters, emit,
                                  mode="enforce" if self.w2 else "observe",
                                  safe_unowned=s.safe_unowned, safe_contradiction=s.safe_contradiction)
             gen = Generation(self.models, s, self.counters, emit)
@@ -196,7 +196,7 @@ class SgcPipeline:
 
     async def _fallback(self, ctx: TurnContext, meta: dict[str, Any], emit: Callable[..., None], trigger: str,
                         detail: str) -> AsyncIterator[ReplyDelta]:
-        self.counters.fallback(trigger)
+        sgc_fallback(self.counters, trigger)
         meta["fallback"] = trigger
         ctx.status = "fallback"
         emit("sgc.fallback", trigger=trigger, detail=detail)

@@ -32,7 +32,7 @@ from pipelines.domains.coach.world import CoachWorld
 from pipelines.sgc.phi import PhiTable
 from pipelines.sgc.snapshot import LoadedState
 from pipelines.sgc.tables import ReloadOutcome, RuleTablesHolder
-from pipelines.sgc.w2 import LiveFacts, QuerySlots, ground
+from pipelines.sgc.w2 import LiveFacts, QuerySlots, ground, plan_conflicts
 from pipelines.tools import ToolContext, ToolObservation, ToolRegistry
 
 from .w3_kernel import ScheduleResult, decide_w3
@@ -122,6 +122,11 @@ class RuleKernels(Protocol):
         seed: int | None = None,
     ) -> tuple[str | None, dict[str, Any]]:
         """W3 for one turn: ``(pick, AnswerMeta JSON)``; ``seed`` defaults to the session id's seed."""
+        ...
+
+    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str,
+                         constraints: list[str] | None = None) -> dict[str, Any]:
+        """W2 for a domain that found its own conflicts: ``ParagraphResult.model_dump(mode="json")``."""
         ...
 
 
@@ -230,6 +235,13 @@ class LocalRuleKernels:
         result = ground(QuerySlots.model_validate(slots), LiveFacts.model_validate(facts), intent,
                         psi_table=t.psi, tiers=t.tiers, max_paragraphs=self.max_paragraphs)
         return result.model_dump(mode="json")
+
+    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str,
+                         constraints: list[str] | None = None) -> dict[str, Any]:
+        t = self.holder.active
+        res = plan_conflicts(conflicts, intent, psi_table=t.psi, tiers=t.tiers, constraints=constraints or (),
+                             max_paragraphs=self.max_paragraphs)
+        return res.model_dump(mode="json")
 
     async def schedule(
         self,

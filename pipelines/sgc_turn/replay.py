@@ -1,7 +1,7 @@
 """Replay of a session's W3 decisions from its stored turn metas (used by ``tandem replay``).
 
 Each stored turn (its ``ctx.meta``) holds the AnswerMeta in ``meta["w3"]`` and
-the decision's inputs in ``meta["sgc"]["w3_inputs"]`` (c1 with exclusions,
+the decision's inputs in ``meta["tandem"]["w3_inputs"]`` (or ``meta["sgc"]["w3_inputs"]``) (c1 with exclusions,
 state-derived candidates, turn index). :func:`replay_w3` re-runs
 :func:`~pipelines.sgc_turn.w3_kernel.decide_w3` turn by turn, with the same
 prior metas (the stored ones, last K) and the session seed, and compares the
@@ -65,7 +65,7 @@ def replay_w3(
         stored = meta.get("w3")
         if not isinstance(stored, Mapping):
             continue
-        inputs = (meta.get("sgc") or {}).get("w3_inputs")
+        inputs = (meta.get("tandem") or meta.get("sgc") or {}).get("w3_inputs")
         stored_json = canonical_json(AnswerMeta.model_validate(stored))
         if not isinstance(inputs, Mapping):
             out.append(ReplayedTurn(position=pos, turn_index=stored.get("turn_index"), identical=False,

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator, Callable
 
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
+from pipelines.gate import SentenceGate
 from pipelines.guardrails import SentenceSplitter
 from pipelines.protocols import ModelCall, ModelClient, TurnRecord
 from pipelines.sgc.w1 import ToolCall
 from pipelines.tools import ToolObservation
 
 from .contract import ReplyContract, SgcSettings, generator_messages
-from .counters import SgcCounters
-from .guard import GuardGate
+from .counters import SgcCounters, sgc_fallback
 from .ports import CoachTools
 
 __all__ = ["next_turn_index", "call_tool", "collect", "Generation"]
@@ -70,7 +70,7 @@ class Generation:
         return ModelCall(messages=generator_messages(contract), max_tokens=s.max_reply_tokens,
                          temperature=s.temperature, seed=s.seed)
 
-    async def run(self, contract: ReplyContract, gate: GuardGate | None) -> AsyncIterator[ReplyDelta]:
+    async def run(self, contract: ReplyContract, gate: SentenceGate | None) -> AsyncIterator[ReplyDelta]:
         """Yield the reply; on a model failure before any text, the fallback reply (``failed`` is set)."""
         parts: list[str] = []
         guarded = gate is not None and gate.mode == "enforce"
@@ -84,19 +84,19 @@ class Generation:
                     yield ReplyDelta(text=delta)
                     continue
                 for sentence in splitter.feed(delta):
-                    out = gate.release(sentence)  # type: ignore[union-attr]
+                    out = await gate.release(sentence)  # type: ignore[union-attr]
                     if out is not None:
                         parts.append(("" if not parts else " ") + out)
                         yield ReplyDelta(text=parts[-1])
             if guarded:
                 for sentence in splitter.flush():
-                    out = gate.release(sentence)  # type: ignore[union-attr]
+                    out = await gate.release(sentence)  # type: ignore[union-attr]
                     if out is not None:
                         parts.append(("" if not parts else " ") + out)
                         yield ReplyDelta(text=parts[-1])
         except UpstreamError as exc:
             self.failed = True
-            self.counters.fallback("model_error")
+            sgc_fallback(self.counters, "model_error")
             self.emit("sgc.fallback", trigger="model_error", stage="generate", code=exc.code)
         if not parts:
             self.failed = True
@@ -106,4 +106,4 @@ class Generation:
         if gate is not None and gate.mode == "observe":
             audit = SentenceSplitter()
             for sentence in audit.feed(self.text) + audit.flush():
-                gate.release(sentence)
+                await gate.release(sentence)

@@ -1,7 +1,11 @@
-"""The coach world's CPU deployments: ``CoachToolsServer`` (typed tools + live state) and
-``RuleKernels`` (W2 grounding, W3 scheduling; Φ for W1) whose tables arrive through Ray
-Serve ``user_config`` — a redeploy that changes only the tables reconfigures the live
-replica; a malformed bundle is refused and the previous tables stay active.
+"""``CoachToolsServer`` (the coach world's typed tools + per-session live state) and
+``RuleKernels`` (Φ for W1, W2 grounding / paragraph plans, W3 scheduling) for any domain,
+whose tables arrive through Ray Serve ``user_config`` — a redeploy that changes only the
+tables reconfigures the live replica; a malformed bundle is refused and the previous
+tables stay active.
+
+The tools server speaks the one tool port (``call(name, args, ToolSession) ->
+ToolCallResult``); ``serve/adapters.py`` gives the SGC ladder its session-id view.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.domains.coach import coach_tables_holder, generate_coach_world
+from pipelines.domains import domain_module, rule_tables_holder
+from pipelines.domains.coach import generate_coach_world
+from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.sgc_turn.ports import LocalCoachTools, LocalRuleKernels
 from serve.config import DomainConfig
 
@@ -46,8 +52,12 @@ class CoachToolsServer:
         """Move the live state (e.g. a new opponent); bumps the snapshot version."""
         return self.local.set_state(session_id, values)
 
-    async def call(self, name: str, args: dict[str, Any], session_id: str) -> Any:
-        return await self.local.call(name, args, session_id)
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        obs = await self.local.call(name, args, session.session_id)
+        return ToolCallResult(observation=obs, reason=obs.error_code)
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        return None  # the coach has no write tools
 
     async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
         return await self.local.load_state(session_id, list(keys))
@@ -57,10 +67,12 @@ class CoachToolsServer:
 
 
 class RuleKernelsServer:
-    """Hosts :class:`LocalRuleKernels`; tables via ``user_config`` (``{"rules": bundle}``)."""
+    """Hosts :class:`LocalRuleKernels` for one domain; tables via ``user_config`` (``{"rules": bundle}``)."""
 
-    def __init__(self) -> None:
-        self.kernels = LocalRuleKernels(coach_tables_holder())
+    def __init__(self, domain: str = "coach") -> None:
+        pack = domain_module(domain).DomainPack()
+        self.kernels = LocalRuleKernels(rule_tables_holder(domain), labels=pack.labels,
+                                        tools=pack.registry.names(), branch_of_intent=pack.branch_of_intent)
         self.last_error: str | None = None
         logger.info("rule kernels ready: tables %s", self.kernels.holder.version)
 
@@ -87,6 +99,10 @@ class RuleKernelsServer:
 
     async def ground(self, slots: dict[str, Any], facts: dict[str, Any], intent: str) -> dict[str, Any]:
         return await self.kernels.ground(slots, facts, intent)
+
+    async def paragraphs(self, conflicts: list[dict[str, Any]], intent: str,
+                         constraints: list[str] | None = None) -> dict[str, Any]:
+        return await self.kernels.paragraphs(conflicts, intent, constraints)
 
     async def schedule(self, session_id: str, prior_metas: list[dict[str, Any]], intent_ctx: dict[str, Any],
                        candidates: list[dict[str, Any]], turn_index: int, *, seed: int | None = None) -> Any:

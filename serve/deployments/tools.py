@@ -23,7 +23,7 @@ from pipelines.dr.ports import UNGROUNDED, LocalToolRunner, ToolCallResult, Tool
 from serve.config import DomainConfig
 from serve.stores.world_sqlite import SQLiteWorldStore
 
-__all__ = ["ToolsServer", "open_world"]
+__all__ = ["ToolsServer", "PackToolsServer", "open_world"]
 
 logger = logging.getLogger("tandem.tools")
 
@@ -75,3 +75,20 @@ class ToolsServer:
         """Read-only view of one order (tests and operators check state with it)."""
         order = self.runner.world.orders.get(order_id)
         return None if order is None else order.model_dump(mode="json")
+
+
+class PackToolsServer:
+    """Hosts a pack's in-memory tools (``make_tools(seed)`` of its module) behind the one tool port."""
+
+    def __init__(self, domain_config: dict[str, Any]) -> None:
+        from pipelines.domains import domain_module
+
+        cfg = DomainConfig.model_validate(domain_config)
+        self.runner = domain_module(cfg.name).make_tools(cfg.seed)
+        logger.info("tools ready: domain %s (seed %d)", cfg.name, cfg.seed)
+
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        return await self.runner.call(name, args, session)
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        return await self.runner.precheck(name, args, session)

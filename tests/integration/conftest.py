@@ -137,7 +137,9 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
         {"store": {"kind": "sqlite", "path": str(store_path)}, "telemetry": {"jsonl_dir": str(tele_dir)}},
     )
     if overrides:
-        entry["args"] = deep_merge(entry["args"], overrides)
+        from serve.config import merge_args
+
+        entry["args"] = merge_args(entry["args"], overrides)
     cfg_file = tmp / "app.yaml"
     cfg_file.write_text(yaml.safe_dump(raw))
     sf = load_serve_file(cfg_file)  # strict, like production

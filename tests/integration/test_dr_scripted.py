@@ -65,7 +65,7 @@ def test_authenticate_lookup_cancel_with_confirmation(app):
     sid = "dr-cancel"
     e1 = turn(app, sid, f"Hi, my email is {ALEX_EMAIL}.")
     assert e1[-1]["status"] == "ok" and "action_card" not in types(e1)
-    e2 = turn(app, sid, f"Please cancel order {ALEX_PENDING}, I no longer need it.")
+    e2 = turn(app, sid, f"Please cancel order {ALEX_PENDING}.")
     cards = [e for e in e2 if e["type"] == "action_card"]
     assert len(cards) == 1 and cards[0]["card_id"] == "card.cancel_order"
     assert cards[0]["params"]["order_id"] == ALEX_PENDING
@@ -91,7 +91,7 @@ def test_unauthenticated_cancel_is_refused_without_a_card(app):
 def test_cancel_not_confirmed_changes_nothing(app):
     sid = "dr-noconfirm"
     turn(app, sid, "My email is priya.shah@example.com")
-    e = turn(app, sid, "Please cancel order #W2000001, I no longer need it.")
+    e = turn(app, sid, "Please cancel order #W2000001.")
     assert [c["card_id"] for c in e if c["type"] == "action_card"] == ["card.cancel_order"]
     turn(app, sid, "hmm, let me think about it")
     assert order_status(app, "#W2000001") == "pending"
@@ -192,7 +192,7 @@ def test_tandem_replay_reproduces_every_decision(app, capsys):
 
     sid = "dr-replay"
     turn(app, sid, "My email is priya.shah@example.com")
-    turn(app, sid, "Please cancel order #W2000002, I no longer need it.")
+    turn(app, sid, "Please cancel order #W2000002.")
     turn(app, sid, "I want to talk to a human agent please.")
     rc = replay_main([sid, "--config", str(app.config_path), "--json"])
     out = capsys.readouterr().out

@@ -51,7 +51,7 @@ def test_embedded_yaml_loads() -> None:
     assert set(cfg.models) == {"smollm2"}
     for role in ("orchestrator", "generator", "slot_extractor"):
         assert cfg.model_for_role(role).model_id == "smollm2-135m-instruct"
-    assert cfg.store.kind == "sqlite" and cfg.pipeline.kind == "dr" and cfg.domain.name == "support"
+    assert cfg.store.kind == "sqlite" and cfg.pipeline.kind == "tandem" and cfg.domain.name == "support"
     assert cfg.ingress.autoscaling is not None and cfg.ingress.autoscaling.max_replicas == 2
     assert sf.grpc_options.port == 9000 and sf.http_options.host == "127.0.0.1"
 

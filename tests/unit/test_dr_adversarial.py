@@ -118,7 +118,7 @@ def run_turn(path: str, deltas: list[str]):
         orch.append(j(decision="action", card_id="card.cancel_order", params={"order_id": OID, "reason": "no longer needed"}))
     else:
         orch.append(j(decision="respond"))
-    return h, h.turn("tell me about it, I no longer need it", orch=orch, gen=[deltas])
+    return h, h.turn("tell me about it", orch=orch, gen=[deltas])
 
 
 def check(path: str, sample: tuple[list[str], list[str]]) -> None:

@@ -244,12 +244,14 @@ def test_generator_failure_mid_stream_keeps_what_was_released() -> None:
 
 def test_counters_snapshot_is_plain_dicts() -> None:
     c = Counters()
-    c.fallback(fallback("step_cap"))
+    fb = fallback("step_cap")
+    c.fallback(fb.trigger, fb.cls)
     c.escalation("user_requested_human")
     c.blocked("action_id")
     c.guard("post", "block")
     snap = c.snapshot()
-    assert snap["fallbacks"] == {"step_cap": 1} and snap["escalations"] == {"user_requested_human": 1}
+    assert snap["fallbacks"] == {"step_cap": 1} and snap["fallback_classes"] == {"policy": 1}
+    assert snap["escalations"] == {"user_requested_human": 1}
     assert snap["blocked"] == {"action_id": 1} and snap["guard"] == {"post.block": 1}
     snap["fallbacks"]["step_cap"] = 99
     assert c.get("fallbacks", "step_cap") == 1

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from pipelines.domains.coach.labels import INTENT_LABELS
+from pipelines.domains.coach.labels import BRANCH_OF_INTENT, INTENT_LABELS
 from pipelines.domains.coach.pack import coach_rule_tables_dict, coach_tables_holder
 from pipelines.domains.coach.tools import TOOL_NAMES
 from pipelines.errors import ConfigError
@@ -21,7 +21,7 @@ def data():
 def test_bundle_loads_and_reports_versions(data):
     tables = load_rule_tables(data, labels=INTENT_LABELS, tools=TOOL_NAMES)
     v = tables.versions()
-    assert v["rules"] == data["version"] and v["phi"] == "coach-phi-1" and set(tables.w3) == {
+    assert v["rules"] == data["version"] and v["phi"] == "coach-phi-2" and set(tables.w3) == {
         "recommend", "teaching", "knowledge_qa"}
     assert tables.phi_index[("recommend", "lineup_for_opponent")].tools[0].tool == "get_inventory"
 
@@ -38,7 +38,8 @@ BREAKS = {
     "bad tier": (lambda d: d["tiers"]["tiers"].update(skill_locked="fatal"), "rules.tiers.tiers.skill_locked"),
     "bad leak p": (lambda d: d["w3"]["teaching"]["pool"][0].update(p=2), "rules.w3.teaching.pool.0.p"),
     "branch mismatch": (lambda d: d["w3"]["teaching"].update(branch="recommend"), "rules"),
-    "unknown branch": (lambda d: d["w3"].update(chitchat=d["w3"]["teaching"]), "rules.w3.chitchat.[key]"),
+    "unknown branch": (lambda d: d["w3"].update(chitchat={**d["w3"]["teaching"], "branch": "chitchat"}),
+                       "rules.w3.chitchat.[key]"),
     "phi unknown tool": (lambda d: d["phi"]["rows"][4]["tools"].insert(0, {"tool": "nuke"}), "phi.rows.4.tools.0.tool"),
     "phi unknown intent": (lambda d: d["phi"]["rows"][0].update(intent="gossip"), "phi.rows.0.intent"),
     "psi unknown intent": (lambda d: d["psi"]["rules"][-1].update(intents=["gossip"]), "psi.rules.11.intents"),
@@ -51,7 +52,8 @@ BREAKS = {
 def test_malformed_bundle_is_refused_with_a_path(data, name):
     how, path = BREAKS[name]
     with pytest.raises(ConfigError) as info:
-        load_rule_tables(_break(data, how), labels=INTENT_LABELS, tools=TOOL_NAMES)
+        load_rule_tables(_break(data, how), labels=INTENT_LABELS, tools=TOOL_NAMES,
+                         branches=set(BRANCH_OF_INTENT.values()))
     assert info.value.details["path"] == path
     assert info.value.code == "config_error"
     if name == "branch mismatch":

@@ -151,7 +151,7 @@ def test_reconfigure_hot_reloads_tables_and_the_pipeline_follows():
     h = Harness("sgc_w1")
     s = stream("recommend", "lineup_for_opponent", "Checking.", [])
     first = h.turn("Who?", orch=s, gen="Bring your best.")
-    assert first.of("sgc.phi")[0]["table_version"] == "coach-phi-1"
+    assert first.of("sgc.phi")[0]["table_version"] == "coach-phi-2"
     data = coach_rule_tables_dict()
     data["phi"]["version"] = "coach-phi-2"
     data["version"] = "coach:test-2"

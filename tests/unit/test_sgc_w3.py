@@ -170,4 +170,4 @@ def test_branch_table_validation():
     with pytest.raises(ConfigError, match="empty pool"):
         load_branch_table({"version": "v", "branch": "teaching"})
     with pytest.raises(ConfigError):
-        load_branch_table({"version": "v", "branch": "chitchat", "allow_unlisted": True})
+        load_branch_table({"version": "v", "branch": "Chit Chat", "allow_unlisted": True})

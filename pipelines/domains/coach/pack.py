@@ -16,12 +16,13 @@ import yaml
 from pipelines.errors import ConfigError
 from pipelines.sgc.tables import RuleTables, RuleTablesHolder, load_rule_tables
 
-from .labels import INTENT_LABELS
+from .labels import BRANCH_OF_INTENT, INTENT_LABELS
 from .tools import TOOL_NAMES
 
 __all__ = ["TABLES_DIR", "TABLE_FILES", "coach_rule_tables_dict", "load_coach_rule_tables", "coach_tables_holder"]
 
 TABLES_DIR = Path(__file__).with_name("tables")
+BRANCHES: frozenset[str] = frozenset(BRANCH_OF_INTENT.values())
 TABLE_FILES = {"phi": "phi.yaml", "psi": "psi.yaml", "tiers": "tiers.yaml", "w3": "w3.yaml"}
 
 
@@ -45,9 +46,9 @@ def coach_rule_tables_dict() -> dict[str, Any]:
 def load_coach_rule_tables(data: Any | None = None) -> RuleTables:
     """Validate ``data`` (default: the packaged tables) against the coach labels and tools."""
     return load_rule_tables(coach_rule_tables_dict() if data is None else data,
-                            labels=INTENT_LABELS, tools=TOOL_NAMES)
+                            labels=INTENT_LABELS, tools=TOOL_NAMES, branches=BRANCHES)
 
 
 def coach_tables_holder() -> RuleTablesHolder:
     """A hot-reload holder primed with the packaged coach tables."""
-    return RuleTablesHolder(coach_rule_tables_dict(), labels=INTENT_LABELS, tools=TOOL_NAMES)
+    return RuleTablesHolder(coach_rule_tables_dict(), labels=INTENT_LABELS, tools=TOOL_NAMES, branches=BRANCHES)

@@ -1,0 +1,203 @@
+"""Grounding for the support pack: argument kinds, extractors over the user's words, record candidates.
+
+* :data:`ARG_KINDS` — tool → argument → grounding kind; a card's arguments are its tool's.
+* :func:`extract_user_candidates` — deterministic extractors over the user's (redacted)
+  text: email placeholders, order / item / product ids, zips, names after a cue
+  ("my name is", "I'm", "this is"), US state codes, address placeholders, amounts.
+* :func:`slot_schema` / :func:`slot_candidates` — the W2 slot model's JSON schema and
+  its proposals, kept only when they occur in the user's own words.
+* :func:`record_candidates` — values observed in the authenticated user's own records:
+  their user id, orders, the items of their orders, payment methods, addresses on file,
+  and the available variants of the products they bought (the new items of an
+  exchange or an item change).
+* :data:`FIXED_CANDIDATES` — the domain's own vocabularies (cancellation reasons).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pipelines.grounding import appears_in
+from pipelines.guardrails.ids import extract_amounts, extract_ids
+
+from .world import CANCEL_REASONS
+
+__all__ = [
+    "ARG_KINDS",
+    "OPTIONAL_EMPTY",
+    "FIXED_CANDIDATES",
+    "US_STATES",
+    "extract_user_candidates",
+    "slot_schema",
+    "slot_candidates",
+    "record_candidates",
+    "variant_candidates",
+]
+
+_ADDRESS = {"address1": "address1", "address2": "address2", "city": "city", "state": "state",
+            "country": "country", "zip": "address_zip"}
+ARG_KINDS: dict[str, dict[str, str]] = {
+    "find_user_id_by_email": {"email": "email"},
+    "find_user_id_by_name_zip": {"first_name": "first_name", "last_name": "last_name", "zip": "zip"},
+    "get_user_details": {"user_id": "user_id"},
+    "get_order_details": {"order_id": "order_id"},
+    "get_product_details": {"product_id": "product_id"},
+    "get_item_details": {"item_id": "item_id"},
+    "list_all_product_types": {},
+    "search_help_articles": {"query": "query"},
+    "calculate": {"expression": "expression"},
+    "transfer_to_human_agents": {"summary": "query"},
+    "cancel_pending_order": {"order_id": "order_id", "reason": "cancel_reason"},
+    "modify_pending_order_items": {"order_id": "order_id", "item_ids": "item_id",
+                                   "new_item_ids": "new_item_id", "payment_method_id": "payment_method_id"},
+    "modify_pending_order_address": {"order_id": "order_id", **_ADDRESS},
+    "modify_pending_order_payment": {"order_id": "order_id", "payment_method_id": "payment_method_id"},
+    "return_delivered_order_items": {"order_id": "order_id", "item_ids": "item_id",
+                                     "payment_method_id": "payment_method_id"},
+    "exchange_delivered_order_items": {"order_id": "order_id", "item_ids": "item_id",
+                                       "new_item_ids": "new_item_id", "payment_method_id": "payment_method_id"},
+    "modify_user_address": {"user_id": "user_id", **_ADDRESS},
+}
+OPTIONAL_EMPTY: dict[str, frozenset[str]] = {
+    "modify_pending_order_address": frozenset({"address2"}),
+    "modify_user_address": frozenset({"address2"}),
+}
+FIXED_CANDIDATES: dict[str, tuple[str, ...]] = {"cancel_reason": CANCEL_REASONS}
+
+US_STATES: frozenset[str] = frozenset(
+    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY "
+    "NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY".split()
+)
+_EMAIL_PH = re.compile(r"\[EMAIL_\d+\]")
+_ADDRESS_PH = re.compile(r"\[ADDRESS_\d+\]")
+_ZIP = re.compile(r"(?<![\w#$.])\d{5}(?!\w|[.,]\d)")
+_TEN = re.compile(r"(?<![\w#$.])\d{10}(?!\w)")
+_NAME_CUE = re.compile(
+    r"\b(?:my name is|my name's|name is|i am|i'm|im|this is|it's|it is|call me)\s+"
+    r"([A-Za-z][A-Za-z'\-]+)\s+([A-Za-z][A-Za-z'\-]+)", re.I)
+_CAP_PAIR = re.compile(r"\b([A-Z][a-z'\-]+)\s+([A-Z][a-z'\-]+)\b(?=[^.!?\n]{0,40}\b\d{5}\b)")
+_STATE = re.compile(r"(?<![A-Za-z])([A-Z]{2})(?![A-Za-z])")
+_CITY_STATE = re.compile(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)?),?\s+([A-Z]{2})\b")
+_NOT_NAMES = frozenset(
+    "a an the and or to of for in on at with not just also very really here there looking trying "
+    "calling writing wondering hoping going about asking reaching contacting wanting having still "
+    "sorry glad happy sure ready done new old order orders my your hi hello hey thanks i i'm im i've "
+    "i'd i'll it it's its please".split()
+)
+
+
+def _is_name(word: str) -> bool:
+    return word.lower() not in _NOT_NAMES and len(word) >= 2
+
+
+def _names(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for m in list(_NAME_CUE.finditer(text)) + list(_CAP_PAIR.finditer(text)):
+        first, last = m.group(1), m.group(2)
+        if _is_name(first) and _is_name(last):
+            out.append((first.capitalize() if first.islower() else first,
+                        last.capitalize() if last.islower() else last))
+    return out
+
+
+def extract_user_candidates(text: str) -> dict[str, list[str]]:
+    """Candidates by kind found in one user text (already redacted: emails are placeholders)."""
+    out: dict[str, list[str]] = {}
+
+    def add(kind: str, values: Iterable[str]) -> None:
+        for v in values:
+            if v and v not in out.setdefault(kind, []):
+                out[kind].append(v)
+
+    ids = extract_ids(text)
+    add("email", _EMAIL_PH.findall(text))
+    add("order_id", sorted(ids.get("order", set())))
+    tens = _TEN.findall(text)
+    add("item_id", tens)
+    add("product_id", tens)
+    add("zip", _ZIP.findall(text))
+    add("address_zip", _ZIP.findall(text))
+    for first, last in _names(text):
+        add("first_name", [first])
+        add("last_name", [last])
+    add("address1", _ADDRESS_PH.findall(text))
+    for city, state in _CITY_STATE.findall(text):
+        if state in US_STATES:
+            add("city", [city])
+            add("state", [state])
+    add("state", [s for s in _STATE.findall(text) if s in US_STATES])
+    if re.search(r"\b(usa|united states|u\.s\.a?\.?)\b", text, re.I):
+        add("country", ["USA"])
+    add("amount", [f"{c / 100:.2f}" for c in sorted(extract_amounts(text))])
+    q = " ".join(text.split())[:200]
+    add("query", [q] if q else [])
+    return out
+
+
+def slot_schema() -> dict[str, Any]:
+    """The W2 slot call's JSON schema (every string bounded; names and zip only — the rest is extracted)."""
+    short = {"type": "string", "maxLength": 24}
+    return {
+        "type": "object",
+        "properties": {"first_name": short, "last_name": short, "zip": {"type": "string", "maxLength": 5}},
+        "required": ["first_name", "last_name", "zip"],
+        "additionalProperties": False,
+    }
+
+
+def slot_candidates(slots: Mapping[str, Any], user_texts: Iterable[str]) -> dict[str, list[str]]:
+    """The slot model's proposals that occur, as whole words, in the user's own texts."""
+    texts = list(user_texts)
+    out: dict[str, list[str]] = {}
+    for kind in ("first_name", "last_name", "zip"):
+        value = str(slots.get(kind) or "").strip()
+        if not value or (kind != "zip" and not _is_name(value)) or (kind == "zip" and not _ZIP.fullmatch(value)):
+            continue
+        if appears_in(value, texts):
+            out[kind] = [value]
+    return out
+
+
+def _address_fields(addr: Mapping[str, Any]) -> dict[str, list[str]]:
+    return {kind: [str(addr[k])] for k, kind in _ADDRESS.items() if isinstance(addr.get(k), str) and addr[k]}
+
+
+def record_candidates(tool: str, result: Mapping[str, Any] | None, owner: str | None) -> dict[str, list[str]]:
+    """Candidates read off one successful observation of the owner's records (empty for world text)."""
+    if not result:
+        return {}
+    out: dict[str, list[str]] = {}
+
+    def add(kind: str, values: Iterable[Any]) -> None:
+        for v in values:
+            s = str(v)
+            if s and s not in out.setdefault(kind, []):
+                out[kind].append(s)
+
+    if tool == "get_user_details" and owner and result.get("user_id") == owner:
+        add("user_id", [owner])
+        add("order_id", result.get("orders") or [])
+        add("payment_method_id", (result.get("payment_methods") or {}).keys())
+        for k, vals in _address_fields(result.get("address") or {}).items():
+            add(k, vals)
+    elif tool == "get_order_details" and owner and result.get("user_id") == owner:
+        add("order_id", [result.get("order_id", "")])
+        for item in result.get("items") or []:
+            add("item_id", [item.get("item_id", "")])
+            add("product_id", [item.get("product_id", "")])
+        for k, vals in _address_fields(result.get("address") or {}).items():
+            add(k, vals)
+        add("payment_method_id", [p.get("payment_method_id", "") for p in result.get("payment_history") or []])
+    elif tool.startswith("find_user_id") and owner and result.get("user_id") == owner:
+        add("user_id", [owner])
+    return out
+
+
+def variant_candidates(result: Mapping[str, Any] | None, owned_products: Iterable[str]) -> list[str]:
+    """Available variants of a product the owner bought (from a ``get_product_details`` observation)."""
+    if not result or result.get("product_id") not in set(owned_products):
+        return []
+    variants = result.get("variants") or {}
+    return [vid for vid, v in variants.items() if isinstance(v, Mapping) and v.get("available")]

@@ -1,0 +1,108 @@
+"""The support pack's W1 labels, the cards each intent may offer, and its kernel vocabularies.
+
+* :data:`W1_LABELS` — intent → sub-intents, short single words so the 4-in-1
+  stream spends few tokens on them.
+* :data:`CARD_INTENTS` — ``intent`` or ``intent/sub_intent`` → the write cards that
+  perceived intent may offer. An intent that asks for no change offers no card
+  (a greeting can never decode an address change).
+* :data:`ACCOUNT_INTENTS` — intents that need a verified user before anything else.
+* :func:`intent_prior` — the intents a text's explicit cues allow ("cancel",
+  "return", "exchange"…); W1's grammar is narrowed to them when any cue fires.
+* :data:`CONFLICT_KINDS`, :data:`BRANCH_OF_INTENT` — W2 conflict kinds and W3 branches.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "W1_LABELS",
+    "CARD_INTENTS",
+    "ACCOUNT_INTENTS",
+    "CONFLICT_KINDS",
+    "BRANCH_OF_INTENT",
+    "INTENT_CUES",
+    "intent_prior",
+    "cards_for",
+]
+
+W1_LABELS: dict[str, tuple[str, ...]] = {
+    "order_status": ("status", "refund", "details"),
+    "cancel": ("order",),
+    "return": ("items",),
+    "exchange": ("items",),
+    "modify": ("items", "address", "payment"),
+    "account": ("details", "address", "payment"),
+    "product": ("info",),
+    "policy": ("question",),
+    "human": ("agent",),
+    "greeting": ("hello", "thanks", "bye"),
+    "other": ("unknown",),
+}
+
+CARD_INTENTS: dict[str, tuple[str, ...]] = {
+    "cancel": ("card.cancel_order",),
+    "return": ("card.return_items",),
+    "exchange": ("card.exchange_items",),
+    "modify/items": ("card.modify_items",),
+    "modify/address": ("card.modify_address",),
+    "modify/payment": ("card.modify_payment",),
+    "account/address": ("card.modify_user_address",),
+}
+
+ACCOUNT_INTENTS: frozenset[str] = frozenset({"order_status", "cancel", "return", "exchange", "modify", "account"})
+
+CONFLICT_KINDS: tuple[str, ...] = (
+    "action_refused",
+    "order_not_found",
+    "identity_not_found",
+    "identity_unverified",
+    "missing_detail",
+)
+
+BRANCH_OF_INTENT: dict[str, str] = {
+    "order_status": "status",
+    "cancel": "cancel",
+    "return": "returns",
+    "exchange": "returns",
+    "modify": "modify",
+    "account": "account",
+    "policy": "policy",
+}
+
+# Explicit cues: when one fires, W1 may only choose among the intents it names.
+INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cancel", re.compile(r"\bcancel", re.I)),
+    ("return", re.compile(r"\b(return(?:ing)?\b(?!\s+policy)|send (?:it|them|this|these) back)", re.I)),
+    ("exchange", re.compile(r"\b(exchang\w*|swap\w*)\b", re.I)),
+    ("modify", re.compile(r"\b(change|modify|update|switch|edit)\w*\b.{0,40}\b(address|payment|size|colou?r|"
+                          r"items?|options?|order|shipping)\b", re.I)),
+    ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
+    ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
+                                r"refund(?:ed)?|late|delayed)\b", re.I)),
+    ("policy", re.compile(r"\b(polic\w*|why|how (?:do|can|long|does)|can i|allowed)\b", re.I)),
+    ("product", re.compile(r"\b(products?|in stock|available|options?|models?|variants?)\b", re.I)),
+    ("human", re.compile(r"\b(human|agent|person|representative|someone)\b", re.I)),
+)
+GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|thanks?|thank you|bye|goodbye)\b"
+                      r"|\bwhat can you (help|do)\b|\bhow can you help\b", re.I)
+
+
+def intent_prior(text: str) -> list[str] | None:
+    """The intents the text's cues allow, in label order; ``None`` when no cue fires (any intent).
+
+    A greeting with no other cue allows ``greeting`` alone; cues are matched on the
+    text with placeholders ([EMAIL_1]…) removed.
+    """
+    text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
+    hits = {intent for intent, rx in INTENT_CUES if rx.search(text)}
+    if not hits and GREETING.search(text):
+        return ["greeting"]
+    if not hits:
+        return None
+    return [i for i in W1_LABELS if i in hits]
+
+
+def cards_for(intent: str, sub_intent: str) -> tuple[str, ...]:
+    """The write cards a perceived (intent, sub-intent) may offer (empty: none)."""
+    return CARD_INTENTS.get(f"{intent}/{sub_intent}") or CARD_INTENTS.get(intent, ())

@@ -1,0 +1,309 @@
+"""The support pack behind the :class:`pipelines.domain.Domain` protocol.
+
+Session facts (``facts.state``) are :class:`SupportState`: the verified user,
+the ids observed, the owner's order / product ids, a pending action, and the
+candidates read off the owner's records. Verification is code: a successful
+``find_user_id_by_*`` observation verifies its user (one user per session).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.domain import CardSpec, DomainTexts, TurnFacts
+from pipelines.errors import ConfigError, TandemError
+from pipelines.grounding import CandidateSet
+from pipelines.guardrails.ids import extract_ids, walk_strings
+from pipelines.tools import ToolContext, ToolRegistry
+
+from .candidates import (
+    ARG_KINDS,
+    FIXED_CANDIDATES,
+    OPTIONAL_EMPTY,
+    extract_user_candidates,
+    record_candidates,
+    slot_candidates,
+    slot_schema,
+    variant_candidates,
+)
+from .cards import ACTION_CARDS
+from .eligibility import authenticate
+from .generator import PRODUCT_TEMPLATES
+from .labels import (
+    ACCOUNT_INTENTS,
+    BRANCH_OF_INTENT,
+    CONFLICT_KINDS,
+    W1_LABELS,
+    cards_for,
+    intent_prior,
+)
+from .observations import state_from_observation, summarize_result
+from .policy import policy_lines
+from .texts import GENERATOR_PERSONA, ORCHESTRATOR_POLICY, SUPPORT_TEXTS
+from .tools import LOOKUP_TOOLS, build_registry
+
+__all__ = ["SupportState", "SupportPack", "PendingCard", "support_rule_tables", "load_support_rule_tables", "OPEN_READS", "PRIVATE_READS"]
+
+TABLES_DIR = Path(__file__).with_name("tables")
+OPEN_READS: tuple[str, ...] = ("search_help_articles", "list_all_product_types", "get_product_details",
+                               "get_item_details")
+PRIVATE_READS: tuple[str, ...] = ("get_user_details", "get_order_details")
+CLARIFY_OF: dict[str, str] = {
+    "email": "identity", "first_name": "identity", "last_name": "identity", "zip": "identity", "user_id": "identity",
+    "order_id": "order", "item_id": "item", "new_item_id": "new_item", "payment_method_id": "payment_method",
+    "address1": "address", "address2": "address", "city": "address", "state": "address", "country": "address", "address_zip": "address",
+    "cancel_reason": "reason",
+}
+
+
+class PendingCard(BaseModel):
+    """An action card shown to the user, awaiting an explicit yes (arguments redacted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    card_id: str
+    title: str
+    tool: str
+    args: dict[str, Any]
+    digests: dict[str, str] = Field(default_factory=dict)
+    turn_id: str = ""
+
+
+class SupportState(BaseModel):
+    """The support session's facts, stored in each turn's meta and read back next turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    authenticated_user_id: str | None = None
+    observed_ids: list[str] = Field(default_factory=list)
+    owned_products: list[str] = Field(default_factory=list)
+    records: CandidateSet = Field(default_factory=CandidateSet)
+    pending: PendingCard | None = None
+
+    def add_observed(self, ids: Sequence[str]) -> None:
+        self.observed_ids = sorted(set(self.observed_ids) | {i for i in ids if i})
+
+
+def support_rule_tables() -> dict[str, Any]:
+    """The support rule bundle as a plain dict (``{version, phi, psi, tiers, w3}``)."""
+    data: dict[str, Any] = {}
+    for key in ("phi", "psi", "tiers", "w3"):
+        path = TABLES_DIR / f"{key}.yaml"
+        try:
+            data[key] = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read rule table {path}: {exc}", details={"path": str(path)}) from exc
+    parts = [data["phi"]["version"], data["psi"]["version"], data["tiers"]["version"]]
+    parts += [data["w3"][b]["version"] for b in sorted(data["w3"])]
+    data["version"] = "support:" + "+".join(parts)
+    return data
+
+
+class SupportPack:
+    """The retail support domain (tau2-retail shaped)."""
+
+    name = "support"
+    labels: Mapping[str, Sequence[str]] = W1_LABELS
+    cards: Sequence[CardSpec] = ACTION_CARDS
+    texts: DomainTexts = SUPPORT_TEXTS
+    orchestrator_policy = ORCHESTRATOR_POLICY
+    generator_persona = GENERATOR_PERSONA
+    conflict_kinds: Sequence[str] = CONFLICT_KINDS
+    branch_of_intent: Mapping[str, str] = BRANCH_OF_INTENT
+    lookup_tools: frozenset[str] = LOOKUP_TOOLS
+
+    def __init__(self) -> None:
+        self._registry: ToolRegistry[Any] = build_registry()
+
+    @property
+    def registry(self) -> ToolRegistry[Any]:
+        return self._registry
+
+    # -- catalogue and gating ------------------------------------------------------------
+
+    def arg_kinds(self, tool: str) -> Mapping[str, str]:
+        return ARG_KINDS.get(tool, {})
+
+    def optional_empty(self, tool: str) -> frozenset[str]:
+        return OPTIONAL_EMPTY.get(tool, frozenset())
+
+    def clarify_key(self, kind: str) -> str | None:
+        return CLARIFY_OF.get(kind, "details")
+
+    def rule_tables(self) -> dict[str, Any]:
+        return support_rule_tables()
+
+    @staticmethod
+    def state_of(facts: TurnFacts) -> SupportState:
+        return SupportState.model_validate(facts.state) if facts.state else SupportState()
+
+    def read_tools(self, facts: TurnFacts) -> list[str]:
+        verified = self.state_of(facts).authenticated_user_id is not None
+        return list(OPEN_READS) + (list(PRIVATE_READS) if verified else sorted(LOOKUP_TOOLS))
+
+    def cards_for(self, intent: str, sub_intent: str, facts: TurnFacts) -> list[CardSpec]:
+        if self.state_of(facts).authenticated_user_id is None:
+            return []
+        wanted = set(cards_for(intent, sub_intent))
+        return [c for c in self.cards if c.id in wanted and c.kind == "write"]
+
+    # -- perception and grounding --------------------------------------------------------
+
+    def intent_prior(self, text: str) -> list[str] | None:
+        return intent_prior(text)
+
+    def extract_candidates(self, text: str) -> dict[str, list[str]]:
+        return extract_user_candidates(text)
+
+    def fixed_candidates(self) -> dict[str, list[str]]:
+        return {k: list(v) for k, v in FIXED_CANDIDATES.items()}
+
+    def slot_schema(self) -> dict[str, Any] | None:
+        return slot_schema()
+
+    def absorb_slots(self, slots: Mapping[str, Any], facts: TurnFacts) -> dict[str, list[str]]:
+        return slot_candidates(slots, facts.user_texts)
+
+    async def prepare(self, facts: TurnFacts, tools: Any) -> None:
+        return None
+
+    def constraints(self, facts: TurnFacts) -> list[str]:
+        return []
+
+    def needs_slots(self, facts: TurnFacts) -> bool:
+        """The slot call only helps to find a name next to a zip the user typed, before verification."""
+        c = facts.candidates
+        return (self.state_of(facts).authenticated_user_id is None and c.has("zip")
+                and not (c.has("email") or c.has("first_name")))
+
+    def restore(self, facts: TurnFacts) -> None:
+        state = self.state_of(facts)
+        facts.candidates = facts.candidates.merged(state.records)
+
+    def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
+        return []
+
+    def answer_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
+        """A template answer from the contract: verification, order states, the top help article."""
+        t = self.texts.templates
+        out: list[str] = []
+        if any(o.tool.startswith("find_user") and o.ok for o in contract.prior_observations):
+            out.append(t["verified"])
+        for key, value in contract.user_state.items():
+            if key.startswith("order.") and key.endswith(".status"):
+                out.append(t["order_state"].format(order_id=key[6:-7], status=value))
+        for src in contract.sources[:1]:
+            out.append(f"{src.title}: {src.snippet.split('. ')[0].rstrip('.')}.")
+        return out
+
+    def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
+        state = self.state_of(facts)
+        return {"authenticated_user_id": state.authenticated_user_id, "observed_ids": list(state.observed_ids)}
+
+    def summarize(self, tool: str, result: Mapping[str, Any] | None) -> str:
+        return summarize_result(tool, dict(result) if result is not None else None)
+
+    def user_state(self, tool: str, result: Mapping[str, Any] | None) -> dict[str, Any]:
+        return state_from_observation(tool, dict(result) if result is not None else None)
+
+    def observe(self, tool: str, result: Mapping[str, Any] | None, ok: bool, facts: TurnFacts) -> None:
+        state = self.state_of(facts)
+        if ok and result is not None:
+            ids = set().union(*extract_ids(" ".join(walk_strings(result))).values()) if result else set()
+            if tool in LOOKUP_TOOLS:
+                uid = str(result.get("user_id", ""))
+                ctx = ToolContext(authenticated_user_id=state.authenticated_user_id)
+                try:
+                    authenticate(ctx, uid)
+                    state.authenticated_user_id = ctx.authenticated_user_id
+                except TandemError:
+                    ids.discard(uid)
+            owner = state.authenticated_user_id
+            state.add_observed(sorted(ids))
+            found = record_candidates(tool, result, owner)
+            if tool == "get_order_details" and owner and result.get("user_id") == owner:
+                state.owned_products = sorted(set(state.owned_products) | set(found.get("product_id", [])))
+            if tool == "get_product_details":
+                found["new_item_id"] = variant_candidates(result, state.owned_products)
+            state.records.add_all(found, "record")
+            facts.candidates.add_all(found, "record")
+        facts.state = state.model_dump(mode="json")
+
+    def policy_lines(self, tool: str | None) -> Sequence[str]:
+        return policy_lines(tool)
+
+    def entity_names(self, facts: TurnFacts) -> list[str]:
+        c = facts.candidates
+        return list(PRODUCT_TEMPLATES) + c.of("first_name") + c.of("last_name") + c.of("city")
+
+    def snapshot_values(self, facts: TurnFacts) -> dict[str, Any]:
+        state = self.state_of(facts)
+        c = facts.candidates
+        out: dict[str, Any] = {}
+        if state.authenticated_user_id:
+            out["user_id"] = state.authenticated_user_id
+        typed = extract_user_candidates(facts.user_text)
+        if typed.get("order_id"):
+            out["order_id"] = typed["order_id"][-1]
+        if c.has("email"):
+            out["email"] = c.of("email")[-1]
+        if c.has("first_name") and c.has("last_name") and c.has("zip"):
+            out.update(first_name=c.of("first_name")[-1], last_name=c.of("last_name")[-1], zip=c.of("zip")[-1])
+        if facts.user_text.strip():
+            out["query"] = " ".join(facts.user_text.split())[:200]
+        return out
+
+    # -- kernels -------------------------------------------------------------------------
+
+    def conflicts(self, facts: TurnFacts) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        state = self.state_of(facts)
+        for r in facts.refusals:
+            out.append({"constraint_id": f"card:{r.get('card_id')}", "kind": "action_refused",
+                        "detail": str(r.get("reason") or "")})
+        for o in facts.observations:
+            if o.get("ok"):
+                continue
+            reason = str(o.get("reason") or "")
+            if o.get("tool") == "get_order_details":
+                out.append({"constraint_id": f"order:{(o.get('args') or {}).get('order_id', '')}",
+                            "kind": "order_not_found", "detail": reason})
+            elif o.get("tool") in LOOKUP_TOOLS:
+                out.append({"constraint_id": "identity", "kind": "identity_not_found", "detail": reason})
+        if (facts.intent in ACCOUNT_INTENTS and state.authenticated_user_id is None
+                and not any(c["constraint_id"] == "identity" for c in out)):
+            out.append({"constraint_id": "identity", "kind": "identity_unverified"})
+        return out
+
+    def w3_candidates(self, facts: TurnFacts) -> list[dict[str, Any]]:
+        return []
+
+
+def load_support_rule_tables(data: Any | None = None) -> Any:
+    """Validate ``data`` (default: the packaged tables) against the support labels, tools, kinds and branches."""
+    from pipelines.sgc.tables import load_rule_tables
+
+    return load_rule_tables(support_rule_tables() if data is None else data, labels=W1_LABELS,
+                            tools=build_registry().names(), conflict_kinds=CONFLICT_KINDS,
+                            branches=set(BRANCH_OF_INTENT.values()))
+
+
+def load_rule_tables(data: Any | None = None) -> Any:
+    """The registry's name for :func:`load_support_rule_tables`."""
+    return load_support_rule_tables(data)
+
+
+def rule_tables_holder() -> Any:
+    """A hot-reload holder primed with the packaged support tables."""
+    from pipelines.sgc.tables import RuleTablesHolder
+
+    return RuleTablesHolder(support_rule_tables(), labels=W1_LABELS, tools=build_registry().names(),
+                            conflict_kinds=CONFLICT_KINDS, branches=set(BRANCH_OF_INTENT.values()))
+
+
+DomainPack = SupportPack

@@ -1,0 +1,278 @@
+"""The one fail-closed sentence gate, and the judges plugged into it.
+
+Every model sentence that reaches a user passes a :class:`SentenceGate` first:
+narration (before the contract exists) and the generator's reply (after). A gate
+runs its judges in order on each complete sentence; the first violation withholds
+the sentence and releases the gate's safe wording instead (never the same safe
+wording twice in a row); a judge that fails withholds the sentence too (fail
+closed). Judges:
+
+* :class:`GuardrailsJudge` — the guardrail table's post-guard (ids, actions,
+  amounts, dates, handoff, completion claims, placeholders) through the
+  ``Guardrails`` port (a CPU deployment in ``serve/``);
+* :class:`NarrationJudge` — what narration may never carry: ids, amounts, dates,
+  entity names, promises, action claims, placeholders;
+* :class:`EchoJudge` — a sentence that echoes the contract's internal fields or
+  repeats a sentence already released;
+* any object with ``async judge(sentence, released) -> Judgement`` (a domain's own,
+  e.g. the coach's ownership / contradiction judge).
+
+Decisions are counted (``guard`` ``<stage>.pass|block``, ``blocked`` by kind)
+and withheld sentences logged (``gate.block`` events).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.guardrails.ids import (
+    extract_amounts,
+    extract_ids,
+    extract_time_promises,
+    normalize_text,
+)
+from pipelines.guardrails.pii import PLACEHOLDER_RE
+from pipelines.guardrails.post import PostGuardView, Violation
+
+__all__ = [
+    "Judgement",
+    "SentenceJudge",
+    "SentenceGate",
+    "GuardrailsJudge",
+    "NarrationJudge",
+    "EchoJudge",
+    "GateCounters",
+]
+
+logger = logging.getLogger("tandem.gate")
+
+
+class Judgement(BaseModel):
+    """One judge's verdict on a sentence (``text`` is the form to release when it passes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    violations: list[Violation] = Field(default_factory=list)
+    replacement: str = Field("", description="The judge's own safe wording for this violation (else the gate's).")
+
+
+@runtime_checkable
+class SentenceJudge(Protocol):
+    """Judges one complete sentence given what was already released."""
+
+    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
+        """The verdict; ``released`` is the gate's delivered sentences so far (redacted form)."""
+        ...
+
+
+class GateCounters(Protocol):
+    def guard(self, stage: str, decision: str) -> None: ...
+
+    def blocked(self, kind: str) -> None: ...
+
+    def delivered_violation(self, kind: str) -> None: ...
+
+
+class SentenceGate:
+    """Releases sentences through its judges (see module docstring).
+
+    ``mode="observe"`` (the audit of an unguarded ablation rung) releases every
+    sentence unchanged and counts its violations as delivered. ``event`` /
+    ``source`` name the logged event of a decision (``gate.block`` by default);
+    ``replacements=False`` ignores the judges' own safe wordings (a withheld
+    sentence is then dropped, or replaced by the gate's ``safe``).
+    A judge with an ``accept(judgement)`` method is told about every sentence
+    that was released (so a judge can remember what the reply already said).
+    """
+
+    def __init__(self, judges: Sequence[Any], counters: GateCounters, emit: Callable[..., None], *,
+                 stage: str, safe: str, fail_closed: str | None = None, mode: str = "enforce",
+                 event: str = "gate.block", source: str = "", replacements: bool = True) -> None:
+        self.judges = list(judges)
+        self.counters = counters
+        self.emit = emit
+        self.stage = stage
+        self.safe = safe
+        self.fail_closed = safe if fail_closed is None else fail_closed
+        self.mode = mode
+        self.event = event
+        self.source = source
+        self.replacements = replacements
+        self.released: list[str] = []
+        self.withheld = 0
+        self.replaced = 0
+        self.kinds: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.released)
+
+    @property
+    def model_released(self) -> int:
+        """How many released sentences were the model's own (not safe wordings)."""
+        return len(self.released) - self.replaced
+
+    def add_trusted(self, text: str) -> None:
+        """Record a text the pipeline delivers itself (a template), so judges see it as released."""
+        self.released.append(text)
+        self.replaced += 1
+
+    def _accepted(self, verdicts: list[tuple[Any, Judgement]]) -> None:
+        for judge, verdict in verdicts:
+            accept = getattr(judge, "accept", None)
+            if accept is not None:
+                accept(verdict)
+
+    def _log(self, decision: str, violations: list[Violation], sentence: str) -> None:
+        fields: dict[str, Any] = {"stage": self.stage, "decision": decision, "kinds": [v.kind for v in violations],
+                                  "details": [v.detail for v in violations],
+                                  "sentence": normalize_text(sentence)[:300]}
+        if self.source:
+            fields["source"] = self.source
+        self.emit(self.event, **fields)
+
+    async def release(self, sentence: str) -> str | None:
+        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``."""
+        text = sentence
+        violations: list[Violation] = []
+        safe = self.safe
+        verdicts: list[tuple[Any, Judgement]] = []
+        for judge in self.judges:
+            try:
+                verdict = await judge.judge(text, self.released)
+            except Exception as exc:  # fail closed: an unjudged sentence is never released
+                logger.warning("judge %s failed", type(judge).__name__, exc_info=exc)
+                violations = [Violation(kind="guard_unavailable", detail=type(exc).__name__)]
+                safe = self.fail_closed
+                break
+            verdicts.append((judge, verdict))
+            if verdict.violations:
+                violations = list(verdict.violations)
+                safe = (verdict.replacement or safe) if self.replacements else safe
+                break
+            text = verdict.text
+        if not violations:
+            self.counters.guard(self.stage, "pass")
+            self._accepted(verdicts)
+            self.released.append(text)
+            return text
+        self.kinds += [v.kind for v in violations if v.kind not in self.kinds]
+        if self.mode == "observe":
+            for v in violations:
+                self.counters.delivered_violation(v.kind)
+            self._log("observe", violations, sentence)
+            self._accepted(verdicts)
+            self.released.append(sentence)
+            return sentence
+        self.withheld += 1
+        self.counters.guard(self.stage, "block")
+        for v in violations:
+            self.counters.blocked(v.kind)
+        self._log("block", violations, sentence)
+        if not safe or (self.released and self.released[-1] == safe):
+            return None
+        self.released.append(safe)
+        self.replaced += 1
+        return safe
+
+    def summary(self) -> dict[str, Any]:
+        """What the gate did this turn (stored in the turn's meta)."""
+        return {"mode": self.mode, "released": len(self.released), "withheld": self.withheld,
+                "kinds": sorted(self.kinds)}
+
+
+class GuardrailsJudge:
+    """The guardrail table's post-guard, through the ``Guardrails`` port."""
+
+    def __init__(self, guardrails: Any, view: PostGuardView) -> None:
+        self.guardrails = guardrails
+        self.view = view
+
+    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
+        verdict = await self.guardrails.post(sentence, self.view, " ".join(released)[-120:])
+        return Judgement(text=verdict.text, violations=list(verdict.violations), replacement=verdict.replacement)
+
+
+_OUTCOME = (r"(?:cancel\w*|refund\w*|send|sent|ship\w*|deliver\w*|replac\w*|fix\w*|credit\w*|return\w*|"
+            r"exchang\w*|chang\w*|updat\w*|modif\w*|process\w*|approv\w*|transfer\w*|complet\w*)")
+_PROMISE = re.compile(
+    rf"\b(?:i(?:'ll| will)|we(?:'ll| will)|you(?:'ll| will))\s+(?:\w+\s+){{0,2}}?{_OUTCOME}\b"
+    r"|\b(guarantee\w*|promise\w*|definitely|for sure|right away)\b|\bmake sure\b", re.I)
+_CLAIM = re.compile(
+    rf"\b(?:i|we)(?:'ve| have)\s+(?:already\s+|now\s+|just\s+)?{_OUTCOME}\b"
+    rf"|\b(?:has|have|had) (?:now |already )?been\s+{_OUTCOME}\b"
+    rf"|\b(?:is|are) (?:now |already )?(?:cancelled|canceled|refunded|processed|updated|changed|returned|"
+    r"exchanged|approved|completed|shipped|delivered|done)\b"
+    rf"|\b(?:i|we) (?:just )?(?:cancelled|canceled|refunded|processed|updated|changed|returned|exchanged|"
+    r"approved|completed|transferred)\b", re.I)
+_MARKUP = re.compile(r"[<>{}\[\]]")
+
+
+class NarrationJudge:
+    """What a narration sentence (model text before any decision) may never carry."""
+
+    def __init__(self, entity_names: Iterable[str] = ()) -> None:
+        names = sorted({n for n in entity_names if n and len(n) > 2}, key=lambda n: (-len(n), n))
+        self._names = (re.compile(r"(?<![\w])(" + "|".join(re.escape(n) for n in names) + r")(?![\w])", re.I)
+                       if names else None)
+
+    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
+        return self.check(sentence)
+
+    def check(self, sentence: str) -> Judgement:
+        """Pure check (the async :meth:`judge` wraps it)."""
+        text = normalize_text(sentence).strip()
+        out: list[Violation] = []
+        ids = extract_ids(text)
+        if ids:
+            out.append(Violation(kind="narration_id", detail=",".join(sorted(set().union(*ids.values())))))
+        if extract_amounts(text):
+            out.append(Violation(kind="narration_amount"))
+        if extract_time_promises(text):
+            out.append(Violation(kind="narration_date"))
+        if PLACEHOLDER_RE.search(text) or _MARKUP.search(text):
+            out.append(Violation(kind="narration_markup"))
+        if self._names is not None:
+            m = self._names.search(text)
+            if m:
+                out.append(Violation(kind="narration_entity", detail=m.group(0)))
+        if _PROMISE.search(text):
+            out.append(Violation(kind="narration_promise"))
+        if _CLAIM.search(text):
+            out.append(Violation(kind="narration_claim"))
+        return Judgement(text=text, violations=out)
+
+
+_FIELD = re.compile(r"\b[a-z]+(?:_[a-z]+)+\s*[=:]|\b(?:path|task|state|request|rule|problem|observed|action|"
+                    r"source|contract|c[123])\s*:", re.I)
+
+
+class EchoJudge:
+    """A sentence that echoes internal contract fields, or repeats one already released."""
+
+    def __init__(self, internal_terms: Iterable[str] = ()) -> None:
+        terms = sorted({t for t in internal_terms if t}, key=len, reverse=True)
+        self._terms = re.compile("|".join(re.escape(t) for t in terms), re.I) if terms else None
+
+    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
+        return self.check(sentence, released)
+
+    def check(self, sentence: str, released: Sequence[str]) -> Judgement:
+        text = normalize_text(sentence).strip()
+        out: list[Violation] = []
+        if _FIELD.search(text) or (self._terms is not None and self._terms.search(text)):
+            out.append(Violation(kind="contract_echo"))
+        key = _key(text)
+        if key and any(_key(r) == key for r in released):
+            out.append(Violation(kind="repetition"))
+        return Judgement(text=text, violations=out)
+
+
+def _key(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())

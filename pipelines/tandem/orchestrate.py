@@ -1,0 +1,243 @@
+"""The tandem orchestrator: bounded ReAct over the grounded offer, action cards, escalation, confirmed writes.
+
+::
+
+    loop (≤ max_steps)   offer (decide.build_offer) → one structured-output call → parse → re-check
+        read tool        arguments grounded (backend re-check) → tool port → observation folded
+        respond          path answer                      clarify(about)  the domain's question
+        select           null: choose among the user's orders; an id: answer about it
+        action           intent gate, grounded parameters, verified user, not ambiguous, the
+                         backend's precheck → card shown, pending stored; refused → answer with
+                         the refusal as a conflict; ungrounded → policy fallback + clarify
+        escalate         transfer tool (its failure never blocks the route)
+    step cap             fallback step_cap
+    execute_pending      the confirmed write exactly as shown (placeholders unchanged, still
+                         grounded), once: the tool port's idempotency key is the pending card
+
+Every step is one ``tandem.step`` event (the raw output, the offer, the decision).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.domain import TurnFacts
+from pipelines.dr.actions import TRANSFER_REASONS
+from pipelines.dr.contract import EligibleAction
+from pipelines.dr.fallback import Fallback, fallback
+from pipelines.dr.outcome import Outcome
+from pipelines.errors import ModelTimeout, TandemError, UpstreamError
+from pipelines.grounding import ungrounded
+from pipelines.guardrails.ids import walk_strings
+from pipelines.guardrails.pii import PLACEHOLDER_RE, Vault
+from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredOutput
+
+from .decide import DecisionError, Offer, build_offer, decision_schema, parse_decision
+from .prompts import observation_line, step_messages
+from .settings import TandemSettings
+from .tools import ToolCaller
+
+__all__ = ["Stop", "Orchestrator", "pending_key"]
+
+
+class Stop(Exception):
+    """Ends the decision with a fallback."""
+
+    def __init__(self, fb: Fallback) -> None:
+        super().__init__(fb.trigger)
+        self.fallback = fb
+
+
+def pending_key(session_id: str, pending: dict[str, Any]) -> str:
+    """The idempotency key of a pending card: the session, the card and the turn that showed it."""
+    return f"{session_id}:{pending['card_id']}:{pending.get('turn_id', '')}"
+
+
+class Orchestrator:
+    """Decides one tandem turn after W1 (see module docstring)."""
+
+    def __init__(self, domain: Any, models: ModelClient, settings: TandemSettings, *, facts: TurnFacts,
+                 caller: ToolCaller, vault: Vault, counters: Any, emit: Callable[..., None], turn_id: str) -> None:
+        self.domain, self.models, self.s, self.facts = domain, models, settings, facts
+        self.caller, self.vault, self.counters, self.emit, self.turn_id = caller, vault, counters, emit, turn_id
+
+    # -- model calls -----------------------------------------------------------------------
+
+    async def _complete(self, call: ModelCall) -> str:
+        chunks: list[str] = []
+        try:
+            async with asyncio.timeout(self.s.model_timeout_s):
+                async for delta in self.models.stream("orchestrator", call):
+                    chunks.append(delta)
+        except (ModelTimeout, TimeoutError) as exc:
+            raise Stop(fallback("model_timeout", "orchestrator")) from exc
+        except UpstreamError as exc:
+            raise Stop(fallback("model_error", exc.code)) from exc
+        return "".join(chunks)
+
+    def _block(self, step: int, kind: str, detail: str) -> None:
+        self.counters.guard("mid", "block")
+        self.counters.blocked(kind)
+        self.emit("tandem.guard", stage="mid", step=step, decision="block", violation=kind, detail=detail)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self, w1_messages: list[ChatMessage], w1_raw: str, intent: str, sub_intent: str, *,
+                  propose: bool = False) -> Outcome:
+        """The decision; never raises for model, tool or guard failures (they fall back).
+
+        ``propose`` (Φ's ``then: propose``): one step that may only fill the intent's card,
+        ask for what it misses, or escalate; with no card fillable, the clarify needs no model.
+        """
+        steps: list[tuple[str, str]] = []
+        seen = 0
+        for step in range(1, (1 if propose else self.s.max_steps) + 1):
+            offer = build_offer(self.domain, self.facts, intent=intent, sub_intent=sub_intent)
+            if propose:
+                offer = offer.proposal()
+                if not offer.cards:
+                    about = offer.clarify[0] if offer.clarify else "details"
+                    self.emit("tandem.step", step=step, raw="", offer=offer.summary(),
+                              decision={"decision": "clarify", "about": about}, error=None)
+                    return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), steps=0)
+            new = self.facts.observations[seen:]
+            seen = len(self.facts.observations)
+            lines = [observation_line(seen - len(new) + i + 1, o) for i, o in enumerate(new)]
+            user = ("Observations:\n" + "\n".join(lines) if lines else "No new observations.") + "\nDecide."
+            steps.append((user, ""))
+            call = ModelCall(messages=step_messages(w1_messages, w1_raw, steps), max_tokens=self.s.orchestrator_max_tokens,
+                             temperature=0.0, seed=self.s.seed,
+                             structured_output=StructuredOutput(kind="json", spec=decision_schema(offer)))
+            raw = await self._complete(call)
+            steps[-1] = (user, raw.strip())
+            try:
+                d = parse_decision(raw, offer)
+            except DecisionError as exc:
+                self.emit("tandem.step", step=step, raw=raw, offer=offer.summary(), decision=None, error=str(exc))
+                self._block(step, "malformed_output", str(exc))
+                raise Stop(fallback("malformed_output", str(exc))) from exc
+            self.emit("tandem.step", step=step, raw=raw, offer=offer.summary(), decision=d, error=None)
+            if self.counters is not None and step == 1:
+                self.counters.dispatch("orchestrator")
+            if d["decision"] in offer.tools:
+                await self._tool(step, d["decision"], d["args"])
+                continue
+            out = await self._terminal(step, d, offer, intent, sub_intent)
+            out.steps = step
+            return out
+        raise Stop(fallback("step_cap", f"{self.s.max_steps} steps"))
+
+    async def _tool(self, step: int, name: str, args: dict[str, Any]) -> None:
+        bad = ungrounded(args, self.domain.arg_kinds(name), self.facts.candidates,
+                         optional_empty=self.domain.optional_empty(name))
+        if bad:
+            self._block(step, "ungrounded_argument", ",".join(a for a, _ in bad))
+            raise Stop(fallback("invalid_tool_call", f"ungrounded: {','.join(a for a, _ in bad)}"))
+        self.counters.guard("mid", "pass")
+        await self.caller.call(name, args, step=step)
+
+    async def _terminal(self, step: int, d: dict[str, Any], offer: Offer, intent: str, sub_intent: str) -> Outcome:
+        kind = d["decision"]
+        if kind == "respond":
+            return Outcome(path="answer")
+        if kind == "clarify":
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question(d["about"]))
+        if kind == "select":
+            if d["entity_id"] is None:
+                return self.choose(offer.select_ids)
+            return Outcome(path="answer", selected_entity=d["entity_id"])
+        if kind == "escalate":
+            return await self.escalate(d["reason_code"])
+        return await self.action(step, d["card_id"], d["params"], offer, intent, sub_intent)
+
+    def choose(self, options: list[str]) -> Outcome:
+        if len(options) < 2:
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question("order"))
+        q = self.domain.texts.question("choose", options=", ".join(options))
+        return Outcome(path="clarify", clarify_question=q, clarify_options=list(options))
+
+    async def escalate(self, reason_code: str) -> Outcome:
+        """Hand over to a person: the transfer tool runs if the domain has one; its failure never blocks."""
+        if "transfer_to_human_agents" in self.domain.registry.tools:
+            args = {"summary": (self.facts.user_text or "user asked for help")[:200],
+                    "reason_code": TRANSFER_REASONS.get(reason_code, "other")}
+            await self.caller.call("transfer_to_human_agents", args, step=0)
+        self.counters.escalation(reason_code)
+        return Outcome(path="escalate", escalation_reason=reason_code)
+
+    # -- action cards ----------------------------------------------------------------------
+
+    async def action(self, step: int, card_id: str, params: dict[str, Any], offer: Offer, intent: str,
+                     sub_intent: str) -> Outcome:
+        """The backend's checks of a proposed card; shown (and stored as pending) only when all pass."""
+        allowed = {c.id: c for c in self.domain.cards_for(intent, sub_intent, self.facts)}
+        card = allowed.get(card_id)
+        if card is None:
+            self._block(step, "unrequested_card", card_id)
+            raise Stop(fallback("invalid_tool_call", f"card {card_id} not offered for {intent}/{sub_intent}"))
+        missing = [p for p in card.required_params if p not in params]
+        if missing:
+            self._block(step, "missing_params", ",".join(missing))
+            raise Stop(fallback("invalid_tool_call", f"missing {','.join(missing)}"))
+        args = {p: params[p] for p in card.required_params}
+        bad = ungrounded(args, self.domain.arg_kinds(card.tool), self.facts.candidates,
+                         optional_empty=self.domain.optional_empty(card.tool))
+        if bad:
+            self._block(step, "ungrounded_parameter", ",".join(a for a, _ in bad))
+            self.counters.fallback("ungrounded_parameter", "policy")
+            kinds = self.domain.arg_kinds(card.tool)
+            about = self.domain.clarify_key(kinds.get(bad[0][0], "")) or "details"
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question(about))
+        order_id = args.get("order_id")
+        options = offer.select_ids
+        if (isinstance(order_id, str) and self.facts.candidates.source_of("order_id", order_id) == "record"
+                and order_id not in self.domain.extract_candidates(self.facts.user_text).get("order_id", [])
+                and len(options) > 1):
+            self.counters.blocked("ambiguous_entity")
+            self.emit("tandem.guard", stage="mid", step=step, decision="clarify", violation="ambiguous_entity",
+                      detail=order_id)
+            return self.choose(options)
+        try:
+            async with asyncio.timeout(self.s.tool_timeout_s):
+                reason = await self.caller.tools.precheck(card.tool, self.vault.resolve(args), self.caller.session())
+        except TimeoutError as exc:
+            raise Stop(fallback("tool_timeout", f"precheck {card.tool}")) from exc
+        except TandemError as exc:
+            raise Stop(fallback("tool_error", f"precheck {card.tool}: {exc.code}")) from exc
+        self.emit("tandem.precheck", step=step, card_id=card.id, tool=card.tool, args=args, reason=reason)
+        if reason not in (None, "not_confirmed"):
+            self.counters.blocked("ineligible_action")
+            self.facts.refusals.append({"card_id": card.id, "reason": reason, "order_id": order_id})
+            return Outcome(path="answer", card_id=None, card_title=card.title, card_params=args)
+        self.counters.guard("mid", "pass")
+        pids = sorted({m.group(0) for s in walk_strings(args) for m in PLACEHOLDER_RE.finditer(s)})
+        pending = {"card_id": card.id, "title": card.title, "tool": card.tool, "args": args,
+                   "digests": {p: self.vault.digest(p) or "" for p in pids}, "turn_id": self.turn_id}
+        self.facts.state = {**self.facts.state, "pending": pending}
+        return Outcome(path="action_card", card_id=card.id, card_title=card.title, card_params=args)
+
+    async def execute_pending(self, pending: dict[str, Any]) -> Outcome:
+        """Run the confirmed write exactly as it was shown; any drift refuses it instead."""
+        args = dict(pending["args"])
+        drift = [p for p, d in (pending.get("digests") or {}).items() if self.vault.digest(p) != d]
+        bad = ungrounded(args, self.domain.arg_kinds(pending["tool"]), self.facts.candidates,
+                         optional_empty=self.domain.optional_empty(pending["tool"]))
+        if drift or self.vault.unresolved(args) or bad:
+            detail = ",".join(drift + self.vault.unresolved(args) + [a for a, _ in bad])
+            self._block(0, "pending_drift", detail)
+            self.counters.write("refused")
+            raise Stop(fallback("inconsistent_observation", f"pending card changed: {detail}"))
+        record = await self.caller.call(pending["tool"], args, step=0, confirmed=True,
+                                        idempotency_key=pending_key(self.facts.session_id, pending))
+        if not record.ok:
+            self.counters.write("refused")
+            self.counters.blocked("ineligible_action")
+            self.facts.refusals.append({"card_id": pending["card_id"], "reason": record.reason,
+                                        "order_id": args.get("order_id")})
+            return Outcome(path="answer", card_title=pending["title"], card_params=args)
+        self.counters.write("executed")
+        executed = EligibleAction(card_id=pending["card_id"], title=pending["title"], tool=pending["tool"],
+                                  params=args, status="executed")
+        return Outcome(path="answer", executed=executed)

@@ -1,0 +1,151 @@
+"""W1 of the tandem turn: the grammar-constrained perception stream, guarded narration, Φ dispatch.
+
+::
+
+    grammar     the domain's labels (narrowed to the intent prior when a cue fired), a
+                non-empty narration; decoding stops once </NARRATION> closes (the
+                orchestrator, not a PLAN, decides the rest)
+    narration   each sentence through the narration gate, released at once; a refused
+                sentence becomes the domain's safe acknowledgement — never silence
+    Φ           at </SUB_INTENT>: (intent, sub_intent, snapshot) → the read tools, started
+                as tasks while the narration keeps streaming; ``then`` ends the decision
+    failure     an engine error or an unparseable stream degrades to intent "other"
+                (the orchestrator decides without Φ) and the safe acknowledgement
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.errors import InvalidModelOutput, UpstreamError
+from pipelines.events import NarrationDelta
+from pipelines.gate import SentenceGate
+from pipelines.guardrails.post import SentenceSplitter
+from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredOutput
+from pipelines.sgc.phi import PhiOutcome, PhiTable, phi_lookup
+from pipelines.sgc.snapshot import Snapshot
+from pipelines.sgc.w1 import NarrationDelta as ParsedNarration
+from pipelines.sgc.w1 import PerceptionParser, SubIntentParsed
+from pipelines.sgc.w1_grammar import grammar
+
+from .settings import TandemSettings
+from .tools import ToolCaller
+
+__all__ = ["W1Outcome", "Perception", "FALLBACK_INTENT"]
+
+FALLBACK_INTENT = ("other", "unknown")
+
+
+@dataclass
+class W1Outcome:
+    intent: str = FALLBACK_INTENT[0]
+    sub_intent: str = FALLBACK_INTENT[1]
+    narration: str = ""
+    raw: str = ""
+    phi: PhiOutcome | None = None
+    dispatch_ms: float | None = None
+    error: str | None = None
+    allowed_intents: list[str] = field(default_factory=list)
+    tasks: list[tuple[str, dict[str, Any], asyncio.Task[Any]]] = field(default_factory=list)
+
+
+class Perception:
+    """One turn's W1 (see module docstring)."""
+
+    def __init__(self, domain: Any, models: ModelClient, phi: PhiTable, settings: TandemSettings, *,
+                 snapshot: dict[str, Any], caller: ToolCaller, gate: SentenceGate, counters: Any,
+                 emit: Callable[..., None], on_c1: Callable[[str, str], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.domain, self.models, self.phi_table, self.s = domain, models, phi, settings
+        self.snapshot, self.caller, self.gate = snapshot, caller, gate
+        self.counters, self.emit, self.on_c1, self.clock = counters, emit, on_c1, clock
+        self.out = W1Outcome()
+
+    def _labels(self, user_text: str) -> dict[str, list[str]]:
+        prior = self.domain.intent_prior(user_text)
+        labels = {i: list(s) for i, s in self.domain.labels.items()}
+        if prior:
+            labels = {i: labels[i] for i in prior if i in labels}
+        self.out.allowed_intents = sorted(labels)
+        return labels
+
+    def call(self, messages: list[ChatMessage], user_text: str) -> tuple[ModelCall, dict[str, list[str]]]:
+        labels = self._labels(user_text)
+        tools = sorted(n for n in self.domain.registry.names())
+        g = grammar(list(labels), labels, tools, narration_max_chars=self.s.narration_max_chars,
+                    narration_required=True)
+        call = ModelCall(messages=messages, max_tokens=self.s.perception_max_tokens, temperature=0.0,
+                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g))
+        return call, labels
+
+    def _on_sub_intent(self, ev: SubIntentParsed, t0: float) -> None:
+        self.out.intent, self.out.sub_intent = ev.intent, ev.sub_intent
+        if self.on_c1 is not None:
+            self.on_c1(ev.intent, ev.sub_intent)
+        outcome = phi_lookup(self.phi_table, ev.intent, ev.sub_intent, Snapshot.of(self.snapshot))
+        self.out.phi = outcome
+        self.counters.phi(outcome.kind)
+        if outcome.hit:
+            self.out.dispatch_ms = (self.clock() - t0) * 1000
+            self.counters.dispatch("phi")
+            for c in outcome.tools:
+                task = asyncio.create_task(self.caller.raw(c.tool, dict(c.args), step=0))
+                self.out.tasks.append((c.tool, dict(c.args), task))
+        self.emit("tandem.phi", intent=ev.intent, sub_intent=ev.sub_intent, outcome=outcome.kind,
+                  tools=[c.tool for c in outcome.tools], then=outcome.then, missing=list(outcome.missing_keys),
+                  snapshot_keys=sorted(self.snapshot), dispatch_ms=self.out.dispatch_ms)
+
+    async def _release(self, sentence: str) -> AsyncIterator[NarrationDelta]:
+        out = await self.gate.release(sentence)
+        if out:
+            first = not self.out.narration
+            self.out.narration += ("" if first else " ") + out
+            yield NarrationDelta(text=("" if first else " ") + out)
+
+    async def stream(self, messages: list[ChatMessage], user_text: str) -> AsyncIterator[NarrationDelta]:
+        """Run the W1 call; yield guarded narration; dispatch Φ's tools when the labels close."""
+        call, labels = self.call(messages, user_text)
+        parser = PerceptionParser(labels=labels)
+        splitter = SentenceSplitter()
+        raw: list[str] = []
+        t0 = self.clock()
+        stream = self.models.stream("orchestrator", call)
+        try:
+            async for chunk in stream:
+                raw.append(chunk)
+                for ev in parser.feed(chunk):
+                    if isinstance(ev, SubIntentParsed):
+                        self._on_sub_intent(ev, t0)
+                    elif isinstance(ev, ParsedNarration):
+                        for sentence in splitter.feed(ev.text):
+                            async for d in self._release(sentence):
+                                yield d
+                if parser.narration_closed:
+                    await stream.aclose()  # type: ignore[attr-defined]
+                    break
+            parser.finish(plan_optional=True)
+        except (UpstreamError, InvalidModelOutput) as exc:
+            self.out.error = exc.code
+            self.emit("tandem.w1_failed", code=exc.code, message=exc.message[:200])
+        for sentence in splitter.flush():
+            async for d in self._release(sentence):
+                yield d
+        if not self.out.narration:
+            self.gate.add_trusted(self.domain.texts.safe_ack)
+            self.out.narration = self.domain.texts.safe_ack
+            yield NarrationDelta(text=self.domain.texts.safe_ack)
+        text = "".join(raw)
+        cut = text.find("</NARRATION>")
+        self.out.raw = text[: cut + len("</NARRATION>")] if cut >= 0 else text
+        self.emit("tandem.w1", intent=self.out.intent, sub_intent=self.out.sub_intent, error=self.out.error,
+                  allowed=self.out.allowed_intents, narration=self.out.narration,
+                  ms=round((self.clock() - t0) * 1000, 3))
+
+    def cancel(self) -> None:
+        for _, _, task in self.out.tasks:
+            if not task.done():
+                task.cancel()

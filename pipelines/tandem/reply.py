@@ -1,0 +1,176 @@
+"""The tandem turn's forward contract, and the reply written from it.
+
+:func:`build_contract` is code only: the selected path, the eligible actions,
+user state from this turn's successful observations, sources, policy lines, the
+observations, and the three context blocks — c1 (W1's intent), c2 (W2's conflicts
+and paragraph plan), c3 (W3's guidance pick). Every text in it is redacted.
+
+:func:`template_reply` composes a reply from the contract alone, following the
+paragraph plan (apology, constraint account, guidance): it is what a path with
+nothing to word delivers (a card's read-back, a confirmed change, a clarify, a
+greeting) and what replaces a generated reply that the sentence gate refused.
+:func:`generator_facts` renders the contract as plain facts for the generator
+(never as ``key=value`` fields it could echo).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.domain import DomainTexts, TurnFacts
+from pipelines.dr.contract import EligibleAction, ForwardContract, SourceRef
+from pipelines.dr.outcome import Outcome
+from pipelines.guardrails.pii import Vault
+
+__all__ = ["build_contract", "template_reply", "generator_facts", "instruction"]
+
+
+def _task_state(outcome: Outcome, verified: bool) -> str:
+    if outcome.path == "escalate":
+        return "escalated"
+    if outcome.executed is not None:
+        return "action_executed"
+    if outcome.path == "action_card":
+        return "awaiting_confirmation"
+    return "authenticated" if verified else "unauthenticated"
+
+
+def _sources(facts: TurnFacts) -> list[SourceRef]:
+    out: dict[str, SourceRef] = {}
+    for o in facts.observations:
+        res = o.get("result") or {}
+        if o.get("ok") and isinstance(res, dict) and "articles" in res:
+            for a in res["articles"][:2]:
+                out.setdefault(a["id"], SourceRef(id=a["id"], title=a["title"], snippet=a["body"][:280]))
+    return list(out.values())
+
+
+def build_contract(domain: Any, facts: TurnFacts, outcome: Outcome, *, turn_id: str, locale: str,
+                   vault: Vault, c1: dict[str, Any] | None, c2: dict[str, Any] | None,
+                   c3: dict[str, Any] | None, verified: bool) -> ForwardContract:
+    """The forward contract of this turn (see module docstring)."""
+    from pipelines.dr.contract import ObservationRecord
+
+    state: dict[str, Any] = {}
+    if verified and facts.user_id:
+        state["authenticated_user_id"] = facts.user_id
+    records = [ObservationRecord.model_validate(o) for o in facts.observations]
+    for o in records:
+        if o.ok:
+            state.update(domain.user_state(o.tool, o.result))
+    actions: list[EligibleAction] = []
+    tool = None
+    pending = facts.state.get("pending")
+    if outcome.path == "action_card" and isinstance(pending, dict) and pending.get("card_id") == outcome.card_id:
+        tool = pending["tool"]
+        actions.append(EligibleAction(card_id=pending["card_id"], title=pending["title"], tool=pending["tool"],
+                                      params=pending["args"], status="awaiting_confirmation"))
+    if outcome.executed is not None:
+        tool = outcome.executed.tool
+        actions.append(outcome.executed)
+    policy = list(domain.policy_lines(tool))
+    if c3 and c3.get("text"):
+        policy.append(c3["text"])
+    return ForwardContract(
+        turn_id=turn_id, locale=locale, task_state=_task_state(outcome, verified),  # type: ignore[arg-type]
+        selected_path=outcome.path, user_request=facts.user_text, eligible_actions=actions,
+        sources=[] if outcome.path == "escalate" else _sources(facts), user_state=state,
+        policy_constraints=policy, prior_observations=records, selected_entity=outcome.selected_entity,
+        clarify_question=outcome.clarify_question, clarify_options=list(outcome.clarify_options),
+        escalation_reason=outcome.escalation_reason, fallback=outcome.fallback, placeholders=vault.ids(),
+        c1=c1, c2=c2, c3=c3,
+    )
+
+
+def _fmt(text: str, **fields: Any) -> str:
+    try:
+        return text.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        return ""
+
+
+def _order_lines(texts: DomainTexts, contract: ForwardContract) -> list[str]:
+    out = []
+    for key, value in contract.user_state.items():
+        if key.startswith("order.") and key.endswith(".status"):
+            out.append(_fmt(texts.templates.get("order_state", ""), order_id=key[6:-7], status=value))
+    return [o for o in out if o]
+
+
+def _refusal(texts: DomainTexts, contract: ForwardContract, refusal: dict[str, Any], title: str) -> str:
+    oid = refusal.get("order_id") or ""
+    status = contract.user_state.get(f"order.{oid}.status", "not eligible")
+    why = _fmt(texts.refusals.get(str(refusal.get("reason")), ""), status=status) or "it is not allowed here"
+    where = f" for order {oid}" if oid else ""
+    return f"I can't {title.lower()}{where}: {why}."
+
+
+def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, outcome: Outcome, *,
+                   intent: str, sub_intent: str) -> list[str]:
+    """The reply's sentences from the contract alone (see module docstring)."""
+    texts: DomainTexts = domain.texts
+    t = texts.templates
+    path = contract.selected_path
+    if path == "escalate":
+        return [texts.handoff]
+    if path == "clarify":
+        return [contract.clarify_question or texts.question("details")]
+    if path == "fallback":
+        return [texts.fallback]
+    plan = [p.get("kind") for p in ((contract.c2 or {}).get("plan") or [])]
+    out: list[str] = []
+    if "apology" in plan and facts.refusals:
+        out.append("I'm sorry.")
+    for r in facts.refusals:
+        title = next((c.title for c in domain.cards if c.id == r.get("card_id")), "make that change")
+        out.append(_refusal(texts, contract, r, title))
+    if path == "action_card" and contract.eligible_actions:
+        a = contract.eligible_actions[0]
+        phrase = _fmt(t.get(f"card:{a.card_id}", ""), **a.params) or a.title.lower()
+        out.append(_fmt(t.get("action_card", ""), phrase=phrase))
+    elif outcome.executed is not None:
+        oid = outcome.executed.params.get("order_id")
+        out.append(t.get("executed" if oid else "executed_account", ""))
+        out += _order_lines(texts, contract)
+    elif not facts.refusals:
+        out += domain.answer_lines(facts, contract)
+        direct = t.get(f"{intent}/{sub_intent}")
+        if not out and direct:
+            out.append(direct)
+        if not out:
+            conflicts = (contract.c2 or {}).get("conflicts") or []
+            if any(c.get("kind") == "identity_not_found" for c in conflicts):
+                out.append(t.get("not_found", ""))
+            elif any(c.get("kind") == "identity_unverified" for c in conflicts):
+                out.append(texts.question("identity"))
+            else:
+                out.append(texts.question("details"))
+    if contract.c3 and contract.c3.get("text") and path in ("answer", "action_card"):
+        out.append(contract.c3["text"])
+    return [o for o in out if o]
+
+
+def generator_facts(contract: ForwardContract) -> list[str]:
+    """The contract as plain facts (no field names, no internal states)."""
+    out: list[str] = []
+    for key, value in contract.user_state.items():
+        if key == "authenticated_user_id":
+            continue
+        label = key.replace("order.", "order ").replace(".", " ").replace("_", " ")
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        out.append(f"{label}: {shown}")
+    for s in contract.sources[:2]:
+        out.append(f"{s.title}: {s.snippet}")
+    for a in contract.eligible_actions:
+        verb = "was done" if a.status == "executed" else "is proposed, waiting for the user's yes"
+        out.append(f"The change '{a.title}' {verb}.")
+    return out
+
+
+def instruction(contract: ForwardContract) -> str:
+    """The generator's task for the selected path."""
+    if contract.write_executed():
+        return "Tell the user the change was done, using only the facts."
+    if contract.selected_path == "action_card":
+        return "Summarise the proposed change and ask the user to reply yes to confirm."
+    return "Answer the user's request from the facts only."

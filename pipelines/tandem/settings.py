@@ -1,0 +1,35 @@
+"""Typed settings of the ``tandem`` turn (the ``pipeline`` section of a config with ``kind: tandem``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["TandemSettings"]
+
+
+class TandemSettings(BaseModel):
+    """Bounds and decoding defaults of one tandem turn (every field is read; unknown keys are refused)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tandem"] = "tandem"
+    max_steps: int = Field(3, ge=1, le=10, description="The orchestrator's step cap per turn.")
+    orchestrator_max_tokens: int = Field(160, ge=16, le=2048)
+    perception_max_tokens: int = Field(96, ge=16, le=1024, description="Labels + narration of the W1 stream.")
+    narration_max_chars: int = Field(120, ge=20, le=400)
+    slot_max_tokens: int = Field(64, ge=16, le=512)
+    max_reply_tokens: int = Field(128, ge=1, le=4096)
+    max_sentences: int = Field(3, ge=1, le=12)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    repetition_penalty: float = Field(1.15, ge=1.0, le=2.0, description="Generator decoding (small models loop).")
+    seed: int = 0
+    history_turns: int = Field(2, ge=0, le=20, description="Prior turns in the orchestrator's prompt.")
+    max_history_turns: int = Field(20, ge=0, le=50, description="Turns loaded from the store (W3 window).")
+    model_timeout_s: float = Field(30.0, gt=0)
+    tool_timeout_s: float = Field(10.0, gt=0)
+    max_text_chars: int = Field(4000, ge=1)
+    turn_deadline_s: float = Field(60.0, gt=0)
+    w2: bool = Field(True, description="Slot extraction + Ψ paragraph plan.")
+    w3: bool = Field(True, description="Cross-turn guidance with the session-seeded scheduler.")

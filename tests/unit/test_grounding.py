@@ -1,0 +1,76 @@
+"""Grounded candidates: normalisation, the decode-time enums, and the backend's re-check."""
+
+from __future__ import annotations
+
+from pipelines.grounding import (
+    CandidateSet,
+    appears_in,
+    constrain_args,
+    normalize_value,
+    ungrounded,
+)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string"}, "item_ids": {"type": "array", "items": {"type": "string"}},
+                   "address2": {"type": "string"}, "limit": {"type": "integer"}},
+    "required": ["order_id", "item_ids", "address2"],
+}
+KINDS = {"order_id": "order_id", "item_ids": "item_id", "address2": "address2"}
+
+
+def _cands(**kinds: list[str]) -> CandidateSet:
+    c = CandidateSet()
+    for kind, values in kinds.items():
+        for v in values:
+            c.add(kind, v, "user")
+    return c
+
+
+def test_normalize_value_folds_case_width_space_and_edge_punctuation():
+    assert normalize_value("  Ｙusuf\tRossi. ") == "yusuf rossi"
+    assert normalize_value('"#W123",') == "#w123"
+
+
+def test_appears_in_matches_whole_words_only():
+    assert appears_in("Rossi", ["I am Yusuf Rossi, zip 19122"])
+    assert not appears_in("Ross", ["I am Yusuf Rossi"])
+    assert not appears_in("", ["anything"])
+
+
+def test_candidate_set_keeps_first_source_and_dedupes_normalised():
+    c = CandidateSet()
+    c.add("first_name", "Yusuf", "user")
+    c.add("first_name", "yusuf ", "record")
+    assert c.of("first_name") == ["Yusuf"] and c.source_of("first_name", "YUSUF") == "user"
+    assert c.contains("first_name", "yusuf") and not c.contains("first_name", "Yusu")
+
+
+def test_constrain_args_turns_grounded_arguments_into_enums():
+    c = _cands(order_id=["#W1"], item_id=["111", "222"], address2=[])
+    out = constrain_args(SCHEMA, KINDS, c, optional_empty=["address2"])
+    assert out["properties"]["order_id"] == {"enum": ["#W1"]}
+    assert out["properties"]["item_ids"] == {"type": "array", "items": {"enum": ["111", "222"]}, "minItems": 1,
+                                             "maxItems": 2}
+    assert out["properties"]["address2"] == {"enum": [""]}  # only the empty optional line
+    assert out["properties"]["limit"] == {"type": "integer"}  # not grounded: kept
+    assert out["additionalProperties"] is False and out["required"] == ["order_id", "item_ids", "address2"]
+
+
+def test_a_required_argument_without_candidates_withdraws_the_tool():
+    assert constrain_args(SCHEMA, KINDS, _cands(order_id=["#W1"]), optional_empty=["address2"]) is None
+    assert constrain_args(SCHEMA, KINDS, _cands(item_id=["1"]), optional_empty=["address2"]) is None
+
+
+def test_an_optional_argument_without_candidates_is_dropped():
+    schema = {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": []}
+    out = constrain_args(schema, {"user_id": "user_id"}, CandidateSet())
+    assert out["properties"] == {} and out["required"] == []
+
+
+def test_ungrounded_names_each_value_that_is_not_a_candidate():
+    c = _cands(order_id=["#W1"], item_id=["111"])
+    args = {"order_id": "#w1", "item_ids": ["111", "999"], "address2": "", "limit": 5}
+    assert ungrounded(args, KINDS, c, optional_empty=["address2"]) == [("item_ids", "999")]
+    assert ungrounded({"address2": "Apt 4"}, KINDS, c, optional_empty=["address2"]) == [("address2", "Apt 4")]
+    assert ungrounded({}, KINDS, c) == []

@@ -1,0 +1,103 @@
+"""The support pack's grounding: extractors over the user's words, slot proposals, owner records, Φ."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.domains.support.candidates import (
+    extract_user_candidates,
+    record_candidates,
+    slot_candidates,
+    variant_candidates,
+)
+from pipelines.domains.support.labels import cards_for, intent_prior
+from pipelines.domains.support.pack import load_support_rule_tables
+from pipelines.sgc.phi import phi_lookup
+from pipelines.sgc.snapshot import Snapshot
+
+
+def test_extractors_find_what_the_user_typed():
+    c = extract_user_candidates("I'm Yusuf Rossi, zip 19122. Order #W2378156, item 1151293680, email [EMAIL_1].")
+    assert c["first_name"] == ["Yusuf"] and c["last_name"] == ["Rossi"] and c["zip"] == ["19122"]
+    assert c["order_id"] == ["#W2378156"] and c["item_id"] == ["1151293680"] and c["email"] == ["[EMAIL_1]"]
+
+
+@pytest.mark.parametrize("text", [
+    "I am looking for my order", "Hi, I'm trying to return something", "It costs $19122.50", "order W12345678",
+])
+def test_extractors_do_not_invent_names_or_zips(text):
+    c = extract_user_candidates(text)
+    assert "first_name" not in c and "zip" not in c
+
+
+def test_a_zip_is_five_digits_exactly():
+    assert extract_user_candidates("zip 1912")["query"] and "zip" not in extract_user_candidates("zip 1912")
+    assert "zip" not in extract_user_candidates("zip 191220")
+    assert extract_user_candidates("zip 19122.")["zip"] == ["19122"]
+
+
+def test_slot_proposals_are_kept_only_when_the_user_wrote_them():
+    texts = ["hello, yusuf rossi here, 19122"]
+    assert slot_candidates({"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}, texts) == {
+        "first_name": ["Yusuf"], "last_name": ["Rossi"], "zip": ["19122"]}
+    assert slot_candidates({"first_name": "Sofia", "last_name": "Rossi", "zip": "99999"}, texts) == {
+        "last_name": ["Rossi"]}
+
+
+def test_records_are_read_only_off_the_owners_own_records():
+    user = {"user_id": "u1", "orders": ["#W1"], "payment_methods": {"credit_card_1": {}},
+            "address": {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX",
+                        "country": "USA", "zip": "78701"}}
+    found = record_candidates("get_user_details", user, "u1")
+    assert found["order_id"] == ["#W1"] and found["payment_method_id"] == ["credit_card_1"]
+    assert found["address1"] == ["1 Main St"] and found["address_zip"] == ["78701"] and "address2" not in found
+    assert record_candidates("get_user_details", user, "someone_else") == {}
+    assert record_candidates("get_user_details", user, None) == {}
+    assert record_candidates("search_help_articles", {"articles": [{"id": "KB-POL-001"}]}, "u1") == {}
+
+
+def test_new_items_are_available_variants_of_a_product_the_owner_bought():
+    product = {"product_id": "p1", "variants": {"v1": {"available": True}, "v2": {"available": False}}}
+    assert variant_candidates(product, ["p1"]) == ["v1"]
+    assert variant_candidates(product, ["p2"]) == []
+
+
+@pytest.mark.parametrize("text, prior", [
+    ("Please cancel order #W1", ["cancel"]),
+    ("I want to exchange and return two items", ["return", "exchange"]),
+    ("Hi! What can you help me with?", ["greeting"]),
+    ("Hi, I need to cancel", ["cancel"]),
+    ("yes", None),
+])
+def test_intent_prior_from_explicit_cues(text, prior):
+    assert intent_prior(text) == prior
+
+
+def test_cards_are_gated_by_the_perceived_intent():
+    assert cards_for("cancel", "order") == ("card.cancel_order",)
+    assert cards_for("modify", "address") == ("card.modify_address",)
+    assert cards_for("account", "address") == ("card.modify_user_address",)
+    assert cards_for("account", "details") == ()
+    assert cards_for("greeting", "hello") == ()
+
+
+TABLES = load_support_rule_tables()
+
+
+@pytest.mark.parametrize("state, tools, then", [
+    ({"user_id": "u", "order_id": "#W1", "email": "[EMAIL_1]"}, ["get_order_details"], "propose"),
+    ({"user_id": "u", "email": "[EMAIL_1]"}, ["get_user_details"], None),
+    ({"email": "[EMAIL_1]", "first_name": "A", "last_name": "B", "zip": "12345"}, ["find_user_id_by_email"], None),
+    ({"first_name": "A", "last_name": "B", "zip": "12345"}, ["find_user_id_by_name_zip"], None),
+    ({"first_name": "A", "last_name": "B"}, [], "clarify:identity"),
+    ({}, [], "clarify:identity"),
+])
+def test_phi_alternatives_are_tried_in_order(state, tools, then):
+    out = phi_lookup(TABLES.phi, "cancel", "order", Snapshot.of(state))
+    assert out.hit and [c.tool for c in out.tools] == tools and out.then == then
+
+
+def test_phi_fills_lookup_arguments_from_the_snapshot():
+    out = phi_lookup(TABLES.phi, "greeting", "hello", Snapshot.of({"email": "[EMAIL_2]"}))
+    assert out.tools[0].args == {"email": "[EMAIL_2]"} and out.then == "respond"
+    assert phi_lookup(TABLES.phi, "human", "agent", Snapshot.of({})).kind == "miss_unmapped"

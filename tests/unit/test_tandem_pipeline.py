@@ -1,0 +1,204 @@
+"""The tandem turn in process: real runner, retail tools, guardrails and kernels; a scripted model."""
+
+from __future__ import annotations
+
+import json
+
+from pipelines.errors import ModelUnavailable
+
+from .tandem_doubles import TandemHarness, j, w1
+
+ALEX = "alex_rivera_1001"
+
+
+def _schema(call) -> dict:
+    return call.structured_output.spec
+
+
+def _branches(call) -> dict[str, dict]:
+    out = {}
+    for b in _schema(call)["anyOf"]:
+        props = b["properties"]
+        name = props["decision"]["const"]
+        if name == "action":
+            name = props["card_id"]["const"]
+        out[name] = props
+    return out
+
+
+def _verify(h: TandemHarness) -> None:
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
+    assert h.meta["state"]["authenticated_user_id"] == ALEX
+
+
+def test_readme_session_narration_first_then_card_then_yes_then_handoff():
+    h = TandemHarness()
+    r = h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello", "Happy to help.")])
+    kinds = [e.type for e in r.events]
+    assert kinds == ["narration.delta", "reply.delta", "done"] and r.status == "ok"
+    assert r.reply.startswith("Hi! I can help with your orders")
+    assert len(h.calls("orchestrator")) == 1  # Φ's `then: respond`: no orchestrator step
+    _verify(h)
+    r = h.turn("Please cancel order #W1000001", orch=[
+        w1("cancel", "order", "Let me check that order."),
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "ordered by mistake"}),
+    ])
+    cards = r.of("action_card")
+    assert [c.card_id for c in cards] == ["card.cancel_order"]
+    assert cards[0].params == {"order_id": "#W1000001", "reason": "ordered by mistake"}
+    assert r.reply.startswith("I can cancel order #W1000001. Please reply yes to confirm")
+    assert h.world.orders["#W1000001"].status == "pending"
+    r = h.turn("yes")
+    assert h.world.orders["#W1000001"].status == "cancelled"
+    assert r.reply.startswith("Done. Order #W1000001 is cancelled.")
+    assert h.meta["executed"] == "card.cancel_order" and h.meta["state"]["pending"] is None
+    r = h.turn("I want to talk to a human")
+    assert [e.reason_code for e in r.of("escalation")] == ["user_requested_human"]
+    assert h.counters.total("delivered_violations") == 0
+
+
+def test_propose_offers_only_the_intents_card_with_grounded_enums():
+    h = TandemHarness()
+    _verify(h)
+    h.turn("Please cancel order #W1000001", orch=[
+        w1("cancel", "order"),
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+    ])
+    step = h.calls("orchestrator")[-1]
+    branches = _branches(step)
+    assert set(branches) == {"card.cancel_order", "clarify", "escalate"}  # no tools, no respond, no select
+    params = branches["card.cancel_order"]["params"]["properties"]
+    assert params["reason"] == {"enum": ["no longer needed", "ordered by mistake"]}
+    assert "#W1000001" in params["order_id"]["enum"]
+    assert all(o.startswith("#W") for o in params["order_id"]["enum"])
+
+
+def test_an_opening_without_identity_clarifies_by_table_without_an_orchestrator_step():
+    h = TandemHarness()
+    r = h.turn("I received my order #W1000002 and wish to exchange the mechanical keyboard",
+               orch=[w1("exchange", "items", "Let me look at that request.")])
+    assert [e.type for e in r.events][:2] == ["narration.delta", "clarify"]
+    assert "email" in r.of("clarify")[0].question
+    assert len(h.calls("orchestrator")) == 1 and not r.of("action_card")
+    assert h.meta["phi"]["then"] == "clarify:identity"
+
+
+def test_lookup_arguments_are_enums_of_what_the_user_typed():
+    h = TandemHarness()
+    h.turn("my email is priya.shah@example.com and I have a question",
+           orch=[w1("human", "agent"), j(decision="clarify", about="details")])
+    step = h.calls("orchestrator")[-1]
+    branches = _branches(step)
+    assert branches["find_user_id_by_email"]["args"]["properties"]["email"] == {"enum": ["[EMAIL_1]"]}
+    assert "find_user_id_by_name_zip" not in branches  # no name or zip typed: not offered
+    assert "get_order_details" not in branches  # private reads need a verified user
+
+
+def test_an_unrequested_card_cannot_be_decoded_and_is_refused_by_the_backend():
+    h = TandemHarness()
+    _verify(h)
+    r = h.turn("what is new with my account details?", orch=[
+        w1("account", "details"),
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+    ])
+    offered = _branches(h.calls("orchestrator")[-1])
+    assert not [k for k in offered if k.startswith("card.")]  # account/details offers no card
+    assert not r.of("action_card") and r.status == "fallback"
+    assert h.world.orders["#W1000001"].status == "pending"
+
+
+def test_ungrounded_card_parameters_are_refused_and_the_user_is_asked():
+    h = TandemHarness()
+    _verify(h)
+    r = h.turn("I need to change my default address", orch=[
+        w1("account", "address"),
+        j(decision="action", card_id="card.modify_user_address",
+          params={"user_id": ALEX, "address1": "PO Box 666", "address2": "", "city": "Evil Manor",
+                  "state": "CA", "country": "USA", "zip": "66666"}),
+    ])
+    assert not r.of("action_card") and r.of("clarify")
+    assert "address" in r.of("clarify")[0].question
+    assert h.counters.get("blocked", "ungrounded_parameter") == 1
+    assert h.world.users[ALEX].address.address1 != "PO Box 666"
+
+
+def test_a_refused_change_is_accounted_for_not_offered():
+    h = TandemHarness()
+    _verify(h)
+    delivered = next(o for o in h.world.users[ALEX].orders if h.world.orders[o].status == "delivered")
+    r = h.turn(f"Please cancel order {delivered}", orch=[
+        w1("cancel", "order"),
+        j(decision="action", card_id="card.cancel_order", params={"order_id": delivered, "reason": "no longer needed"}),
+    ])
+    assert not r.of("action_card")
+    assert f"I can't cancel order for order {delivered}: only a pending order" in r.reply
+    assert h.meta["c2"]["conflicts"][0]["kind"] == "action_refused"
+    assert [p["kind"] for p in h.meta["c2"]["plan"]][:2] == ["apology", "constraint_account"]
+    assert h.world.orders[delivered].status == "delivered"
+
+
+def test_no_declines_and_other_text_drops_the_pending_card():
+    h = TandemHarness()
+    _verify(h)
+    card = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"})
+    h.turn("Please cancel order #W1000001", orch=[w1("cancel", "order"), card])
+    r = h.turn("no")
+    assert r.reply == "Okay, I won't make that change. Is there anything else I can help with?"
+    h.turn("Please cancel order #W1000001", orch=[w1("cancel", "order"), card])
+    h.turn("what is the status of my order?", orch=[w1("order_status", "status"), j(decision="respond")],
+           gen=["Order #W1000001 is pending."])
+    h.turn("yes", orch=[w1("other", "unknown"), j(decision="respond")])
+    assert h.world.orders["#W1000001"].status == "pending"
+
+
+def test_narration_with_an_id_is_replaced_by_the_safe_acknowledgement():
+    h = TandemHarness()
+    r = h.turn("Hi there", orch=[w1("greeting", "hello", "I have cancelled order #W1000001.")])
+    narration = [e.text for e in r.of("narration.delta")]
+    assert narration == ["Let me look into that for you."]
+    assert h.counters.get("guard", "narration.block") == 1
+
+
+def test_generator_sentences_that_echo_the_contract_or_repeat_are_withheld():
+    h = TandemHarness()
+    _verify(h)
+    gen = "path: answer task: authenticated. Order #W1000001 is pending. Order #W1000001 is pending. Anything else?"
+    r = h.turn("What is the status of order #W1000001?", orch=[w1("order_status", "status"), j(decision="respond")],
+               gen=[gen])
+    assert "path:" not in r.reply and r.reply.count("is pending") == 1
+    kinds = [k for ev in r.sink if ev[0] == "gate.block" for k in ev[1]["kinds"]]
+    assert "contract_echo" in kinds and "repetition" in kinds
+
+
+def test_the_template_answers_when_the_generator_fails():
+    h = TandemHarness()
+    _verify(h)
+    r = h.turn("What is the status of order #W1000001?",
+               orch=[w1("order_status", "status"), j(decision="respond")], gen=[ModelUnavailable("down")])
+    assert "Order #W1000001 is pending." in r.reply and r.status == "ok"
+    assert h.counters.get("fallbacks", "model_error") == 1
+
+
+def test_w3_guidance_is_stored_and_replays_identically():
+    from pipelines.domains import load_rule_bundle
+    from pipelines.sgc_turn.replay import all_identical, replay_w3
+
+    h = TandemHarness()
+    _verify(h)
+    for _ in range(3):
+        h.turn("Please cancel order #W1000001", orch=[
+            w1("cancel", "order"),
+            j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+        ])
+        h.turn("no")
+    turns = h.store.turns["s1"]
+    assert len([t for t in turns if "w3" in t.meta]) == 3  # one W3 decision per card turn
+    tables = load_rule_bundle("support", h.domain.rule_tables())
+    results = replay_w3(turns, session_id="s1", tables=tables, branch_of_intent=h.domain.branch_of_intent)
+    assert len(results) == 3 and all_identical(results)
+
+
+def test_events_never_carry_the_email_in_the_clear():
+    h = TandemHarness()
+    _verify(h)
+    assert "alex.rivera@example.com" not in json.dumps(h.sink.events, default=str)
