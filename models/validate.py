@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from pipelines.errors import ConfigError
 
 if TYPE_CHECKING:
-    from serve.config import ModelDeploymentConfig
+    from models.config import ModelDeploymentConfig
 
 __all__ = [
     "ValidatedEngine",

@@ -106,7 +106,6 @@ class Parts:
     guardrails: Any = None
     kernels: Any = None
     counters: Any = None
-    coach_tools: Any = None  # the SGC ladder's CoachTools view of the same deployment
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,7 @@ def _sgc(s: SgcConfig, p: Parts) -> Any:
 
     settings = SgcSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed,
                            tool_timeout_s=s.tool_timeout_s)
-    return build_sgc_pipeline(s.kind, p.models, p.coach_tools, p.kernels, settings=settings, counters=p.counters)
+    return build_sgc_pipeline(s.kind, p.models, p.tools, p.kernels, settings=settings, counters=p.counters)
 
 
 def _tandem(s: TandemSettings, p: Parts) -> Any:

@@ -29,7 +29,7 @@ from pipelines.events import TurnAnswer, TurnRequest
 from pipelines.registry import Parts, build_pipeline
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
-from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_ports
+from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.edge import ApiKeys, error_body, grpc_code_for, http_error, log_error
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
@@ -121,9 +121,8 @@ class TandemIngress(OpenAiIngress):
         self.turn_metrics = TurnMetrics()
         # The pipeline: its kind's record says what it needs; every handle is wrapped in its port.
         self.counters = ServeCounters()
-        runner_port, coach_view = tool_ports(cfg.domain.name, tools)
         parts = Parts(
-            models=self.models, domain=cfg.domain.name, tools=runner_port, coach_tools=coach_view,
+            models=self.models, domain=cfg.domain.name, tools=tool_port(cfg.domain.name, tools),
             guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
             kernels=HandleRuleKernels(rule_kernels) if rule_kernels is not None else None,
             counters=self.counters,

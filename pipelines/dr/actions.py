@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pipelines.errors import ToolError, ToolTimeout
 from pipelines.guardrails.ids import walk_strings
@@ -25,14 +25,11 @@ from pipelines.guardrails.post import Violation
 from .contract import EligibleAction, ObservationRecord
 from .decisions import Action, Select
 from .fallback import Fallback, fallback
-from .outcome import OrchestratorInput, Outcome
-from .ports import UNGROUNDED, write_key
+from .outcome import Emit, OrchestratorInput, Outcome
+from .ports import UNGROUNDED, ToolCallResult, write_key
 from .state import PendingAction
 
-if TYPE_CHECKING:
-    from .orchestrator import Emit, Orchestrator
-
-__all__ = ["Stop", "ActionHandler", "TRANSFER_REASONS", "UNGROUNDED_QUESTION"]
+__all__ = ["Stop", "ActionHandler", "LoopHost", "TRANSFER_REASONS", "UNGROUNDED_QUESTION"]
 
 UNGROUNDED_QUESTION = "Could you type the exact details you want me to use for this change?"
 
@@ -53,10 +50,27 @@ class Stop(Exception):
         self.fallback = fb
 
 
+class LoopHost(Protocol):
+    """What the terminal handlers need of the loop that runs them (the :class:`Orchestrator`)."""
+
+    domain: Any
+    tools: Any
+    counters: Any
+    settings: Any
+
+    def mid_block(self, emit: Emit, step: int, v: Violation) -> None: ...
+
+    async def run_tool(self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
+                       confirmed: bool = False, idempotency_key: str | None = None,
+                       ) -> tuple[ToolCallResult, ObservationRecord]: ...
+
+    def candidates(self, inp: OrchestratorInput) -> list[str]: ...
+
+
 class ActionHandler:
     """Terminal decisions of the loop (and the two deterministic routes)."""
 
-    def __init__(self, orch: Orchestrator) -> None:
+    def __init__(self, orch: LoopHost) -> None:
         self.o = orch
 
     async def escalate(

@@ -21,7 +21,6 @@ observations, so :mod:`pipelines.dr.replay` can re-run the decisions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -49,14 +48,11 @@ from .decisions import (
     parse_decision,
 )
 from .fallback import Counters, fallback
-from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
+from .outcome import Emit, OrchestratorInput, OrchestratorSettings, Outcome
 from .ports import ToolCallResult, ToolRunner
 from .prompts import orchestrator_messages, scrub
 
 __all__ = ["Orchestrator", "Emit"]
-
-Emit = Callable[..., None]
-
 
 class Orchestrator:
     """Runs the decision part of a DR turn; the pipeline turns its :class:`Outcome` into a reply."""

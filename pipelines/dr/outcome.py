@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,10 @@ from .contract import EligibleAction, ObservationRecord, Path
 from .fallback import Fallback
 from .state import PendingAction, SessionFacts
 
-__all__ = ["OrchestratorSettings", "OrchestratorInput", "Outcome", "OPEN_TOOLS", "PRIVATE_READS"]
+__all__ = ["OrchestratorSettings", "OrchestratorInput", "Outcome", "Emit", "OPEN_TOOLS", "PRIVATE_READS"]
+
+#: Logs one structured event of the turn: ``emit(kind, **fields)``.
+Emit = Callable[..., None]
 
 OPEN_TOOLS: tuple[str, ...] = (
     "search_help_articles",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
 from pipelines.gate import SentenceGate
@@ -35,8 +36,9 @@ async def call_tool(tools: CoachTools, call: ToolCall, session_id: str, *, timeo
     args = dict(call.args)
     try:
         async with asyncio.timeout(timeout_s):
-            raw = await tools.call(call.tool, args, session_id)
-        obs = raw if isinstance(raw, ToolObservation) else ToolObservation.model_validate(raw)
+            raw = await tools.call(call.tool, args, ToolSession(session_id=session_id))
+        res = raw if isinstance(raw, ToolCallResult) else ToolCallResult.model_validate(raw)
+        obs = res.observation
     except TimeoutError:
         counters.tool("timeout")
         return ToolObservation(tool=call.tool, args=args, ok=False, error_code="tool_timeout",

@@ -48,8 +48,9 @@ class Offer:
                      respond=False, select=False)
 
     def summary(self) -> dict[str, Any]:
+        """What was offered, by name (logged with each step; enough to re-parse the step's output)."""
         return {"tools": sorted(self.tools), "cards": sorted(self.cards), "clarify": list(self.clarify),
-                "select": list(self.select_ids)}
+                "select": list(self.select_ids), "respond": self.respond, "select_allowed": self.select}
 
 
 def _clean(schema: dict[str, Any]) -> dict[str, Any]:

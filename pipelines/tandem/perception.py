@@ -96,8 +96,9 @@ class Perception:
                 task = asyncio.create_task(self.caller.raw(c.tool, dict(c.args), step=0))
                 self.out.tasks.append((c.tool, dict(c.args), task))
         self.emit("tandem.phi", intent=ev.intent, sub_intent=ev.sub_intent, outcome=outcome.kind,
-                  tools=[c.tool for c in outcome.tools], then=outcome.then, missing=list(outcome.missing_keys),
-                  snapshot_keys=sorted(self.snapshot), dispatch_ms=self.out.dispatch_ms)
+                  tools=[c.tool for c in outcome.tools], calls=[c.model_dump() for c in outcome.tools],
+                  then=outcome.then, missing=list(outcome.missing_keys), snapshot=dict(self.snapshot),
+                  table_version=outcome.table_version, dispatch_ms=self.out.dispatch_ms)
 
     async def _release(self, sentence: str) -> AsyncIterator[NarrationDelta]:
         out = await self.gate.release(sentence)

@@ -126,7 +126,7 @@ class TandemPipeline:
         d.restore(facts)
         await d.prepare(facts, self.tools)
         pending = facts.state.get("pending")
-        meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version}
+        meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": d.name}
         ctx.meta[META_KEY] = meta
         caller = ToolCaller(d, self.tools, facts, vault, locale=ctx.request.locale, timeout_s=s.tool_timeout_s,
                             counters=self.counters, emit=emit)
@@ -261,12 +261,14 @@ class TandemPipeline:
         from pipelines.sgc.phi import phi_lookup
         from pipelines.sgc.snapshot import Snapshot
 
-        outcome = phi_lookup(tables.phi, intent, sub_intent, Snapshot.of(self.domain.snapshot_values(facts)))
+        snapshot = self.domain.snapshot_values(facts)
+        outcome = phi_lookup(tables.phi, intent, sub_intent, Snapshot.of(snapshot))
         if not (outcome.hit and outcome.tools):
             return False
         self.counters.dispatch("phi_fill")
         emit("tandem.phi", intent=intent, sub_intent=sub_intent, outcome=outcome.kind, fill=True,
-             tools=[c.tool for c in outcome.tools], then=outcome.then)
+             tools=[c.tool for c in outcome.tools], calls=[c.model_dump() for c in outcome.tools], then=outcome.then,
+             snapshot=snapshot, table_version=outcome.table_version)
         calls: list[ToolCall] = list(outcome.tools)
         results = await asyncio.gather(*(caller.raw(c.tool, dict(c.args), step=0) for c in calls))
         for c, r in zip(calls, results, strict=True):

@@ -202,3 +202,26 @@ def test_events_never_carry_the_email_in_the_clear():
     h = TandemHarness()
     _verify(h)
     assert "alex.rivera@example.com" not in json.dumps(h.sink.events, default=str)
+
+
+def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
+    from pipelines.domains import domain_module
+    from pipelines.tandem.replay import replay_turn
+
+    h = TandemHarness()
+    _verify(h)
+    r = h.turn("Please cancel order #W1000001", orch=[
+        w1("cancel", "order"),
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+    ])
+    events = [{"kind": k, **f} for k, f in r.sink]
+    phi = domain_module("support").load_rule_tables().phi
+    rep = replay_turn(events, phi)
+    assert rep.decisions == 2 and rep.identical  # one Φ lookup, one orchestrator step
+    step = next(e for e in events if e["kind"] == "tandem.step")
+    step["raw"] = j(decision="action", card_id="card.cancel_order",
+                    params={"order_id": "#W1000001", "reason": "ordered by mistake"})
+    assert not replay_turn(events, phi).identical
+    lookup = next(e for e in events if e["kind"] == "tandem.phi")
+    lookup["snapshot"] = {}
+    assert any("phi cancel/order" in m for m in replay_turn(events, phi).mismatches)

@@ -2,8 +2,8 @@
 
 A coach session plays as its bound user (the request's ``user_id``); its live
 state (user, opponent) and satisfiable facts (owned creatures, known species,
-styles) come from the coach tools deployment through :class:`CoachToolPort`
-before W1 (:meth:`DomainPack.prepare`). Grounded candidates: the session's user
+styles) come from the coach tools (the one tool port, with the coach's state
+methods ``load_state`` / ``live_facts``) before W1 (:meth:`DomainPack.prepare`). Grounded candidates: the session's user
 and opponent, the species / skills the user owns (records) or names (their
 words). W2 conflicts are the coach diff of the slot model's repaired slots
 against the live facts; W3 candidates are the user's best counters.
@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.domain import CardSpec, DomainTexts, TurnFacts
-from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.sgc.w2 import (
     LiveFacts,
     QuerySlots,
@@ -33,7 +32,7 @@ from .pack import BRANCHES, coach_rule_tables_dict, coach_tables_holder, load_co
 from .tools import build_registry
 from .world import generate_coach_world
 
-__all__ = ["DomainPack", "CoachToolPort", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"]
+__all__ = ["DomainPack", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"]
 
 COACH_TEXTS = DomainTexts(
     safe_ack="Let me look at your team.",
@@ -66,29 +65,6 @@ _ARG_KINDS: dict[str, dict[str, str]] = {
 def _names_in(text: str, names: Sequence[str]) -> list[str]:
     low = text.lower()
     return [n for n in names if re.search(r"(?<![\w])" + re.escape(n.lower()) + r"(?![\w])", low)]
-
-
-class CoachToolPort:
-    """The coach tools (local or a deployment handle adapter) as the one tool port, plus live state."""
-
-    def __init__(self, coach_tools: Any) -> None:
-        self.coach = coach_tools
-
-    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        from pipelines.tools import ToolObservation
-
-        raw = await self.coach.call(name, dict(args), session.session_id)
-        obs = raw if isinstance(raw, ToolObservation) else ToolObservation.model_validate(raw)
-        return ToolCallResult(observation=obs, reason=obs.error_code)
-
-    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        return None  # the coach has no write tools
-
-    async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
-        return await self.coach.load_state(session_id, list(keys))
-
-    async def live_facts(self, session_id: str) -> Any:
-        return await self.coach.live_facts(session_id)
 
 
 class DomainPack:
