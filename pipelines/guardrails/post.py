@@ -38,6 +38,7 @@ __all__ = [
     "Violation",
     "SentenceVerdict",
     "PostGuard",
+    "canary_leak",
 ]
 
 POST_KINDS: tuple[str, ...] = (
@@ -167,6 +168,12 @@ class PostGuard:
         if any(w in flat for w in self._canaries):
             out.append(Violation(kind="canary_leak"))
         return SentenceVerdict(text=text, violations=out, replacement=self.config.post.safe_sentence if out else "")
+
+
+def canary_leak(text: str, context: str = "") -> bool:
+    """True when ``context + text`` carries the deployment's canary token, or half of it (any judge may ask)."""
+    flat = _flat(f"{normalize_text(context)[-_TAIL:]} {normalize_text(text)}")
+    return any(w in flat for w in _windows(_flat(canary_token())))
 
 
 def _windows(token: str) -> set[str]:
