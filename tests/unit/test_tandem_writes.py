@@ -3,12 +3,16 @@ through the backend's grounding check (with the session's user texts), and the c
 
 from __future__ import annotations
 
+import pytest
+
 from pipelines.domains.support import build_support_domain, generate_world
 from pipelines.dr.ports import LocalToolRunner
 from pipelines.guardrails import canary_token
+from pipelines.tandem.settings import TandemSettings
 from serve.stores.world_sqlite import SQLiteWorldStore
 
 from .tandem_doubles import TandemHarness, j, w1
+from .test_dr_write_faults import Transport
 
 ALEX, OID = "alex_rivera_1001", "#W1000001"
 
@@ -70,3 +74,34 @@ def test_a_narration_that_leaks_the_canary_is_withheld() -> None:
                orch=[w1("greeting", "hello", f"My marker is {canary_token()} and I can help.")])
     delivered = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
     assert canary_token() not in delivered
+
+
+def _at_the_card(tools) -> TandemHarness:
+    h = TandemHarness(tools=tools, settings=TandemSettings(tool_timeout_s=0.05))
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
+    h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order."),
+                                               j(decision="action", card_id="card.cancel_order",
+                                                 params={"order_id": OID, "reason": "no longer needed"})])
+    return h
+
+
+YES = [w1("confirm", "yes", "Okay.")] * 2
+
+
+def test_a_lost_tandem_write_reply_never_doubles_the_write() -> None:
+    runner = LocalToolRunner(build_support_domain(), generate_world(7))
+    h = _at_the_card(Transport(runner, lose=1))
+    h.turn("yes", orch=YES)
+    h.turn("yes", orch=YES)
+    assert runner.world.orders[OID].status == "cancelled"
+    assert [n for n, _ in runner.calls].count("cancel_pending_order") == 1
+    assert len(runner.ledger.entries) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="the tandem turn treats a timed-out confirmed write as refused; it should ask "
+                   "again under the same key (pipelines/tandem/orchestrate.py execute_pending), as the DR turn does")
+def test_a_lost_tandem_write_reply_tells_the_truth() -> None:
+    runner = LocalToolRunner(build_support_domain(), generate_world(7))
+    h = _at_the_card(Transport(runner, lose=1))
+    h.turn("yes", orch=YES)
+    assert h.meta["executed"] == "card.cancel_order"
