@@ -135,7 +135,7 @@ def _monolithic(s: MonolithicConfig, p: Parts) -> Any:
 
 
 def _dr(s: DRConfig, p: Parts) -> Any:
-    from pipelines.domains.support import build_support_domain
+    from pipelines.domains import load_domain
     from pipelines.dr.outcome import OrchestratorSettings
     from pipelines.dr.pipeline import DRPipeline, DRSettings
 
@@ -143,7 +143,7 @@ def _dr(s: DRConfig, p: Parts) -> Any:
                                 model_timeout_s=s.model_timeout_s, tool_timeout_s=s.tool_timeout_s)
     settings = DRSettings(orchestrator=orch, max_reply_tokens=s.max_reply_tokens, temperature=s.temperature,
                           seed=s.seed)
-    return DRPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings,
+    return DRPipeline(load_domain("support"), p.models, p.tools, p.guardrails, settings=settings,
                       counters=p.counters)
 
 

@@ -29,17 +29,10 @@ from .outcome import Emit, OrchestratorInput, Outcome
 from .ports import UNGROUNDED, ToolCallResult, write_key
 from .state import PendingAction
 
-__all__ = ["Stop", "ActionHandler", "LoopHost", "TRANSFER_REASONS", "UNGROUNDED_QUESTION"]
+__all__ = ["Stop", "ActionHandler", "LoopHost", "UNGROUNDED_QUESTION"]
 
 UNGROUNDED_QUESTION = "Could you type the exact details you want me to use for this change?"
 
-TRANSFER_REASONS: dict[str, str] = {
-    "user_requested_human": "user_request",
-    "safety_sensitive": "other",
-    "out_of_scope": "out_of_scope",
-    "policy_exception": "policy_exception",
-    "technical_issue": "technical_issue",
-}
 
 
 class Stop(Exception):
@@ -79,9 +72,9 @@ class ActionHandler:
         """Hand over to a person: the transfer tool is called, but its failure never blocks the route."""
         inp.facts.pending_action = None
         args = {"summary": inp.user_text[:200] or "user asked for help",
-                "reason_code": TRANSFER_REASONS.get(reason_code, "other")}
+                "reason_code": self.o.domain.transfer_reasons.get(reason_code, "other")}
         try:
-            _, record = await self.o.run_tool(inp, emit, 0, "transfer_to_human_agents", args)
+            _, record = await self.o.run_tool(inp, emit, 0, self.o.domain.transfer_tool, args)
             observations.append(record)
         except Stop as stop:
             emit("dr.guard", stage="mid", step=0, decision="pass", violation="transfer_failed", detail=stop.fallback.trigger)

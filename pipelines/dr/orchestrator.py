@@ -25,6 +25,8 @@ from contextlib import nullcontext
 from typing import Any
 
 from pipelines.errors import ModelTimeout, ToolError, ToolTimeout, UpstreamError
+from pipelines.grounding import CandidateSet, constrain_args
+from pipelines.guardrails.ids import extract_ids
 from pipelines.guardrails.mid import (
     check_args,
     check_consistency,
@@ -44,6 +46,7 @@ from .decisions import (
     Respond,
     Select,
     ToolCall,
+    clean_schema,
     decision_schema,
     parse_decision,
 )
@@ -53,6 +56,11 @@ from .ports import ToolCallResult, ToolRunner
 from .prompts import orchestrator_messages, scrub
 
 __all__ = ["Orchestrator", "Emit"]
+
+
+def _orders(ids: Any) -> list[str]:
+    """The order ids among ``ids`` (the shared id extractor decides what an order id is)."""
+    return [i for i in ids if extract_ids(i).get("order")]
 
 class Orchestrator:
     """Runs the decision part of a DR turn; the pipeline turns its :class:`Outcome` into a reply."""
@@ -71,6 +79,9 @@ class Orchestrator:
         self.tools = tools
         self.counters = counters
         self.settings = settings or OrchestratorSettings()
+        self.open_tools = tuple(self.settings.open_tools if self.settings.open_tools is not None else domain.open_reads)
+        self.private_reads = tuple(self.settings.private_reads if self.settings.private_reads is not None
+                                   else domain.private_reads)
         self.actions = ActionHandler(self)
 
     # ---- plumbing --------------------------------------------------------------------
@@ -103,7 +114,7 @@ class Orchestrator:
             step=step, tool=name, args=inp.vault.redact_obj(dict(args)), ok=obs.ok,
             reason=result.reason, summary=summarize_result(name, red_result), result=red_result,
         )
-        auth_refusal = inp.facts.observe(name, result, self.domain.lookup_tools)
+        auth_refusal = inp.facts.observe(name, result, self.domain.lookup_tools, self.domain.authenticate)
         if auth_refusal is not None:
             record = record.model_copy(update={"ok": False, "reason": auth_refusal, "result": None, "summary": ""})
             self.mid_block(emit, step, Violation(kind="other_user", detail=auth_refusal))
@@ -128,29 +139,33 @@ class Orchestrator:
     # ---- eligibility -----------------------------------------------------------------
 
     def eligible_tools(self, inp: OrchestratorInput) -> dict[str, dict[str, Any]]:
-        """Read tools offered now: open reads, lookups before login, private reads after."""
-        names = list(self.settings.open_tools)
+        """Read tools offered now: open reads, lookups before login, private reads after.
+
+        A lookup's arguments can only be what the user typed in this message (the domain's
+        extractors, as enums: :func:`pipelines.grounding.constrain_args`); a lookup with
+        nothing to look up is not offered.
+        """
+        names = list(self.open_tools)
         if inp.facts.authenticated_user_id:
-            names += list(self.settings.private_reads)
+            names += list(self.private_reads)
         else:
             names += sorted(self.domain.lookup_tools)
         tools = {n: self.domain.registry.get(n).args_schema() for n in names if n in self.domain.registry.tools}
-        if "find_user_id_by_email" in tools:
-            # The email can only be one the user wrote (as its placeholder): a model cannot invent one.
-            emails = [p for p in inp.vault.ids() if p.startswith("[EMAIL_") and p in inp.user_text]
-            if emails:
-                schema = dict(tools["find_user_id_by_email"])
-                schema["properties"] = {**schema.get("properties", {}), "email": {"enum": emails}}
-                tools["find_user_id_by_email"] = schema
+        typed = CandidateSet()
+        typed.add_all(self.domain.extract_candidates(inp.user_text), "user")
+        for name in sorted(self.domain.lookup_tools & set(tools)):
+            schema = constrain_args(clean_schema(tools[name]), self.domain.arg_kinds(name), typed)
+            if schema is None:
+                del tools[name]
             else:
-                del tools["find_user_id_by_email"]
+                tools[name] = schema
         return tools
 
     def eligible_cards(self, inp: OrchestratorInput) -> list[Any]:
         """Write cards offered now: none before login; order cards only once an order was observed."""
         if not inp.facts.authenticated_user_id:
             return []
-        has_order = any(i.startswith("#W") for i in inp.facts.observed_ids)
+        has_order = bool(_orders(inp.facts.observed_ids))
         return [
             c for c in self.domain.cards
             if c.kind == "write" and (has_order or "order_id" not in c.required_params)
@@ -160,7 +175,7 @@ class Orchestrator:
         """Entity ids the user may mean: the user's orders, else every observed order."""
         if inp.facts.user_order_ids:
             return list(inp.facts.user_order_ids)
-        return sorted(i for i in inp.facts.observed_ids if i.startswith("#W"))
+        return sorted(_orders(inp.facts.observed_ids))
 
     # ---- the turn --------------------------------------------------------------------
 
@@ -170,7 +185,7 @@ class Orchestrator:
              pending=inp.pending.model_dump(mode="json") if inp.pending else None, confirmation=inp.confirmation,
              route=inp.route, route_rule=inp.route_rule, blocked=inp.blocked, block_rules=inp.block_rules,
              vault_ids=inp.vault.ids(), max_steps=self.settings.max_steps, seed=self.settings.seed,
-             open_tools=list(self.settings.open_tools), private_reads=list(self.settings.private_reads),
+             open_tools=list(self.open_tools), private_reads=list(self.private_reads),
              session_id=inp.session_id, locale=inp.locale)
         observations: list[ObservationRecord] = []
         try:
@@ -216,7 +231,7 @@ class Orchestrator:
             if select_ids:
                 state["orders"] = ",".join(select_ids)
             messages = orchestrator_messages(
-                tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
+                policy=self.domain.orchestrator_policy, tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
                 user_text=inp.user_text, state=state, observations=observations,
             )
             call = ModelCall(

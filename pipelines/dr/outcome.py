@@ -12,19 +12,10 @@ from .contract import EligibleAction, ObservationRecord, Path
 from .fallback import Fallback
 from .state import PendingAction, SessionFacts
 
-__all__ = ["OrchestratorSettings", "OrchestratorInput", "Outcome", "Emit", "OPEN_TOOLS", "PRIVATE_READS"]
+__all__ = ["OrchestratorSettings", "OrchestratorInput", "Outcome", "Emit"]
 
 #: Logs one structured event of the turn: ``emit(kind, **fields)``.
 Emit = Callable[..., None]
-
-OPEN_TOOLS: tuple[str, ...] = (
-    "search_help_articles",
-    "list_all_product_types",
-    "get_product_details",
-    "get_item_details",
-)
-PRIVATE_READS: tuple[str, ...] = ("get_user_details", "get_order_details")
-
 
 @dataclass(frozen=True)
 class OrchestratorSettings:
@@ -35,8 +26,8 @@ class OrchestratorSettings:
     max_tokens: int = 160
     model_timeout_s: float | None = 30.0
     tool_timeout_s: float | None = 10.0
-    open_tools: tuple[str, ...] = OPEN_TOOLS
-    private_reads: tuple[str, ...] = PRIVATE_READS
+    open_tools: tuple[str, ...] | None = None  # None: the domain's open reads
+    private_reads: tuple[str, ...] | None = None  # None: the domain's private reads (once verified)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
