@@ -32,7 +32,9 @@ from pipelines.guardrails import default_guardrail_config
 from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import Vault, mask_pii_fields
 from pipelines.protocols import ModelClient
-from pipelines.telemetry import stage_span
+from pipelines.semconv import SpanKind
+from pipelines.spans import guard_span
+from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .assemble import build_forward
@@ -58,13 +60,21 @@ class DRSettings:
     seed: int = 0
     max_sentences: int = 3
     history_turns: int = 2
-    fallback_reply: str = (
-        "I'm sorry, I can't complete that right now. I can help with your orders, returns, "
-        "exchanges and account questions."
-    )
-    handoff_message: str = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
-    clarify_choose: str = "Which order do you mean?"
-    clarify_default: str = "Could you tell me a little more about what you need?"
+    # The texts (locale data) default to the domain's (DomainTexts): "" means "the domain's".
+    fallback_reply: str = ""
+    handoff_message: str = ""
+    clarify_choose: str = ""
+    clarify_default: str = ""
+
+
+def _with_domain_texts(s: DRSettings, domain: Any) -> DRSettings:
+    """``s`` with every empty text taken from the domain's texts."""
+    import dataclasses
+
+    t = domain.texts
+    defaults = {"fallback_reply": t.fallback, "handoff_message": t.handoff,
+                "clarify_default": t.question("details")}
+    return dataclasses.replace(s, **{k: v for k, v in defaults.items() if not getattr(s, k)})
 
 
 class DRPipeline:
@@ -86,7 +96,7 @@ class DRPipeline:
         self.models = models
         self.tools = tools
         self.guardrails: Guardrails = guardrails or LocalGuardrails()
-        self.settings = settings or DRSettings()
+        self.settings = _with_domain_texts(settings or DRSettings(), domain)
         self.counters = counters or Counters()
         self.orchestrator = Orchestrator(
             domain, models, tools, counters=self.counters, settings=self.settings.orchestrator
@@ -98,8 +108,11 @@ class DRPipeline:
         ctx.meta[META_KEY] = {"facts": facts.to_meta()}  # a turn that fails before _finish keeps the pending card
         pending, facts.pending_action = facts.pending_action, None
         t0 = time.perf_counter()
-        with stage_span("pre_guard", turn_id=ctx.turn_id):
+        with stage_span("pre_guard", kind=SpanKind.GUARDRAIL, turn_id=ctx.turn_id) as span:
             pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
+            annotate(span, guard_stage="pre", guard_decision="block" if pre.blocked else "route" if pre.route else "pass",
+                     guard_kinds=[h.kind for h in pre.hits] or None, output=pre.text, rules_version=pre.rules_version)
+        annotate(input=pre.text)  # the turn span: the user's text as the event log has it (redacted)
         ctx.rules_version = pre.rules_version
         vault = Vault.from_entries(pre.vault)
 
@@ -123,8 +136,11 @@ class DRPipeline:
             user_texts=[*pre.history, pre.text],
         )
         t1 = time.perf_counter()
-        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id):
+        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
             outcome = await self.orchestrator.run(inp, emit)
+            fb = outcome.fallback
+            annotate(span, path=outcome.path, card_id=outcome.card_id, escalation=outcome.escalation_reason,
+                     steps=outcome.steps, fallback_trigger=fb.trigger if fb else None, fallback_class=fb.cls if fb else None)
         ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
@@ -173,9 +189,13 @@ class DRPipeline:
 
     async def _question(self, gate: SentenceGate, view: Any, outcome: Outcome) -> str:
         s = self.settings
-        default = s.clarify_choose if outcome.clarify_options else s.clarify_default
+        default = s.clarify_default
+        if outcome.clarify_options:
+            default = s.clarify_choose or self.domain.texts.question("choose", options=", ".join(outcome.clarify_options))
         if outcome.clarify_question:
-            verdict = await self.guardrails.post(outcome.clarify_question, view)
+            with guard_span("post", text=outcome.clarify_question, source="clarify") as g:
+                verdict = await self.guardrails.post(outcome.clarify_question, view)
+                g.decision("block" if verdict.violations else "pass", kinds=[v.kind for v in verdict.violations])
             if verdict.violations:
                 for v in verdict.violations:
                     self.counters.blocked(v.kind)
@@ -228,6 +248,9 @@ class DRPipeline:
         facts.vault_ids = vault.ids()
         if outcome.fallback is not None:
             ctx.status = "fallback"
+        fb = outcome.fallback
+        annotate(path=outcome.path, card_id=card_sent, fallback_trigger=fb.trigger if fb else None,  # the turn span
+                 fallback_class=fb.cls if fb else None)
         ctx.meta[META_KEY] = {
             "facts": facts.to_meta(),
             "path": outcome.path,

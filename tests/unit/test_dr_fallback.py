@@ -221,7 +221,7 @@ def test_selecting_an_unobserved_entity_is_ambiguous_state() -> None:
 def test_generator_failure_before_any_sentence_gives_the_safe_reply() -> None:
     h = Harness()
     r = h.turn("hello", orch=[j(decision="respond")], gen=[ModelTimeout("slow")])
-    assert r.status == "fallback" and r.reply == DRSettings().fallback_reply
+    assert r.status == "fallback" and r.reply == h.pipeline.settings.fallback_reply
     assert fb_of(h)["trigger"] == "model_timeout"
 
 
@@ -266,5 +266,5 @@ def test_post_guard_failure_fails_closed() -> None:
 
     h = Harness(guardrails=Broken())
     r = h.turn("hello", orch=[j(decision="respond")], gen=["Order #W9999999 ships tomorrow. Bye."])
-    assert r.reply == DRSettings().fallback_reply
+    assert r.reply == h.pipeline.settings.fallback_reply
     assert h.counters.get("blocked", "guard_unavailable") == 2
