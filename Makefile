@@ -13,7 +13,7 @@ PHOENIX_VENV := .venv-phoenix
 PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP := $(PHOENIX_VENV)/.stamp-phoenix
 
-.PHONY: system-deps install run test unit integration lint bench k8s phoenix observe
+.PHONY: system-deps install run test unit integration lint bench k8s phoenix observe mutation mutation-slice coverage
 
 install: $(STAMP)
 
@@ -47,19 +47,40 @@ observe: install phoenix
 	$(VENV)/bin/tandem run $(CONFIG) --observe
 
 # The Redis store's tests run against a real redis-server (started by the tests on a free port).
+# Without them those tests skip locally and fail under CI (TANDEM_STRICT_SKIPS=1, tests/conftest.py).
 # The Phoenix browser test drives Debian's headless Chromium.
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server >/dev/null) \
-	  || echo "warning: could not install redis-server; the Redis store tests will skip"
+	  || echo "warning: could not install redis-server; the Redis store tests will skip (and fail under CI)"
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
-	  || echo "warning: could not install chromium; the Phoenix browser test will skip"
+	  || echo "warning: could not install chromium; the Phoenix browser test will skip (and fail under CI)"
 
+COV_ARGS := --cov=pipelines --cov=serve --cov-report=term:skip-covered --cov-report=json:results/coverage/coverage.json
+
+# Unit tests under coverage (floors in tests/coverage_floor.py), then everything else, then the
+# bounded mutation slice (the error table and the contract closure).
 test: install system-deps phoenix
 	$(VENV)/bin/tandem prepare-model
-	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs tests/unit $(COV_ARGS) $(PYTEST_ARGS)
+	$(PY) -m tests.coverage_floor results/coverage/coverage.json
+	$(PY) -m pytest -q -rs tests --ignore=tests/unit $(PYTEST_ARGS)
+	$(PY) -m tests.mutation.run --profile slice --check
 
-unit: install
+unit: install system-deps
 	$(PY) -m pytest -q -rs tests/unit $(PYTEST_ARGS)
+
+# Mutation testing (mutmut) of the modules that carry guarantees; report in results/mutation/full.
+mutation: install
+	$(PY) -m tests.mutation.run --profile full --check
+
+# The bounded slice that `make test` runs: the error table and the contract closure.
+mutation-slice: install
+	$(PY) -m tests.mutation.run --profile slice --check
+
+# Line coverage of pipelines/ and serve/ from the unit tests, with the floors CI enforces.
+coverage: install system-deps
+	$(PY) -m pytest -q -rs tests/unit $(COV_ARGS) $(PYTEST_ARGS)
+	$(PY) -m tests.coverage_floor results/coverage/coverage.json
 
 integration: install phoenix
 	$(PY) -m pytest -q -rs tests/integration $(PYTEST_ARGS)
