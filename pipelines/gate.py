@@ -37,7 +37,7 @@ from pipelines.guardrails.ids import (
     normalize_text,
 )
 from pipelines.guardrails.pii import PLACEHOLDER_RE
-from pipelines.guardrails.post import PostGuardView, Violation
+from pipelines.guardrails.post import PostGuardView, Violation, canary_leak
 from pipelines.spans import guard_span
 
 __all__ = [
@@ -282,12 +282,14 @@ class NarrationJudge:
                        if names else None)
 
     async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
-        return self.check(sentence)
+        return self.check(sentence, " ".join(released))
 
-    def check(self, sentence: str) -> Judgement:
-        """Pure check (the async :meth:`judge` wraps it)."""
+    def check(self, sentence: str, context: str = "") -> Judgement:
+        """Pure check (the async :meth:`judge` wraps it); ``context`` is the narration already released."""
         text = normalize_text(sentence).strip()
         out: list[Violation] = []
+        if canary_leak(text, context):
+            out.append(Violation(kind="canary_leak"))
         ids = extract_ids(text)
         if ids:
             out.append(Violation(kind="narration_id", detail=",".join(sorted(set().union(*ids.values())))))

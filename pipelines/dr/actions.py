@@ -26,10 +26,12 @@ from .contract import EligibleAction, ObservationRecord
 from .decisions import Action, Select
 from .fallback import Fallback, fallback
 from .outcome import Emit, OrchestratorInput, Outcome
-from .ports import ToolCallResult
+from .ports import UNGROUNDED, ToolCallResult, write_key
 from .state import PendingAction
 
-__all__ = ["Stop", "ActionHandler", "LoopHost"]
+__all__ = ["Stop", "ActionHandler", "LoopHost", "UNGROUNDED_QUESTION"]
+
+UNGROUNDED_QUESTION = "Could you type the exact details you want me to use for this change?"
 
 
 
@@ -52,7 +54,8 @@ class LoopHost(Protocol):
     def mid_block(self, emit: Emit, step: int, v: Violation) -> None: ...
 
     async def run_tool(self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
-                       confirmed: bool = False) -> tuple[ToolCallResult, ObservationRecord]: ...
+                       confirmed: bool = False, idempotency_key: str | None = None,
+                       ) -> tuple[ToolCallResult, ObservationRecord]: ...
 
     def candidates(self, inp: OrchestratorInput) -> list[str]: ...
 
@@ -93,7 +96,22 @@ class ActionHandler:
         if v is not None:
             self.o.mid_block(emit, 0, v)
             raise Stop(fallback("inconsistent_observation", f"{v.kind}: {v.detail}"))
-        result, record = await self.o.run_tool(inp, emit, 0, pending.tool, pending.args, confirmed=True)
+        key = write_key(inp.session_id, pending.card_id, pending.turn_id)
+        try:
+            result, record = await self.o.run_tool(inp, emit, 0, pending.tool, pending.args, confirmed=True,
+                                                   idempotency_key=key)
+        except Stop as stop:
+            # The write may or may not have run: asking again under the same key returns the recorded
+            # outcome (or runs it once if it never ran), never a second execution.
+            if stop.fallback.trigger not in ("tool_timeout", "tool_error"):
+                raise
+            emit("dr.write_retry", card_id=pending.card_id, trigger=stop.fallback.trigger)
+            try:
+                result, record = await self.o.run_tool(inp, emit, 0, pending.tool, pending.args, confirmed=True,
+                                                       idempotency_key=key)
+            except Stop:
+                inp.facts.pending_action = pending  # a later "yes" asks the ledger again under the same key
+                raise
         observations.append(record)
         if not record.ok:
             self.o.counters.blocked("ineligible_action")
@@ -144,6 +162,11 @@ class ActionHandler:
             return Outcome(path="clarify", clarify_options=options)
         reason = await self._precheck(inp, card.tool, args)
         emit("dr.precheck", step=step, card_id=card.id, tool=card.tool, args=args, reason=reason)
+        if reason is not None and reason.startswith(UNGROUNDED):
+            # An argument that is neither the user's words nor their records: ask the user instead.
+            self.o.counters.blocked(UNGROUNDED)
+            return Outcome(path="clarify", clarify_question=UNGROUNDED_QUESTION,
+                           fallback=fallback(UNGROUNDED, reason))
         if reason not in (None, "not_confirmed"):
             self.o.counters.blocked("ineligible_action")
             raise Stop(fallback("no_eligible_action", str(reason)))
@@ -156,7 +179,8 @@ class ActionHandler:
         return Outcome(path="action_card", card_id=card.id, card_title=card.title, card_params=args)
 
     async def _precheck(self, inp: OrchestratorInput, tool: str, args: dict[str, Any]) -> str | None:
-        session = inp.facts.tool_session(inp.session_id, locale=inp.locale)
+        session = inp.facts.tool_session(inp.session_id, locale=inp.locale,
+                                         user_texts=[inp.vault.restore(t) for t in inp.user_texts])
         timeout = self.o.settings.tool_timeout_s
         try:
             async with asyncio.timeout(timeout) if timeout else nullcontext():

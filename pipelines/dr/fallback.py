@@ -6,7 +6,8 @@ ever skipped), and ``ctx.status`` becomes ``"fallback"``. Each trigger has a
 class::
 
     infra   model_timeout, model_error, tool_timeout, tool_error, malformed_output, invalid_tool_call
-    policy  step_cap, no_eligible_action, ambiguous_state, inconsistent_observation, guardrail_block
+    policy  step_cap, no_eligible_action, ambiguous_state, inconsistent_observation, guardrail_block,
+            ungrounded_argument
 
 Every pipeline counts through the one family :class:`pipelines.counters.Counters`
 (re-exported here): ``counters.fallback(fb.trigger, fb.cls)``.
@@ -36,6 +37,7 @@ FALLBACK_TRIGGERS: dict[str, FallbackClass] = {
     "ambiguous_state": "policy",
     "inconsistent_observation": "policy",
     "guardrail_block": "policy",
+    "ungrounded_argument": "policy",
 }
 
 

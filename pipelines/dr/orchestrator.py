@@ -96,10 +96,13 @@ class Orchestrator:
         emit("dr.guard", stage="mid", step=step, decision="block", violation=v.kind, detail=v.detail)
 
     async def run_tool(
-        self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *, confirmed: bool = False
+        self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
+        confirmed: bool = False, idempotency_key: str | None = None,
     ) -> tuple[ToolCallResult, ObservationRecord]:
         """Resolve placeholders, run one tool, fold the result into the facts; raises :class:`Stop`."""
-        session = inp.facts.tool_session(inp.session_id, confirmed=confirmed, locale=inp.locale)
+        session = inp.facts.tool_session(inp.session_id, confirmed=confirmed, locale=inp.locale,
+                                         idempotency_key=idempotency_key,
+                                         user_texts=[inp.vault.restore(t) for t in inp.user_texts])
         timeout = self.settings.tool_timeout_s
         with tool_span(name, args, step=step, confirmed=confirmed) as span:  # args carry placeholders
             try:

@@ -51,6 +51,7 @@ class OrchestratorInput:
     route_rule: str | None = None
     blocked: bool = False
     block_rules: list[str] = field(default_factory=list)
+    user_texts: list[str] = field(default_factory=list)  # the session's user texts (redacted), for grounding
 
 
 @dataclass

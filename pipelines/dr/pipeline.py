@@ -13,8 +13,9 @@
     closure               the delivered text's return contract is checked against the forward one
     ctx.meta["dr"]        {"facts", "path", "card_id", "fallback", "escalation", "rules_version", ...}
 
-Every emitted event passes through the session vault's redaction, so PII
-never reaches the event log; every model message is redacted as well.
+Every emitted event passes through the session vault's redaction and the
+masking of personal fields (names, address lines, city, zip, card digits), so
+PII never reaches the event log; every model message is redacted as well.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any
 from pipelines.errors import UpstreamError
 from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
 from pipelines.gate import SentenceGate
+from pipelines.guardrails import default_guardrail_config
 from pipelines.guardrails.ids import normalize_text
-from pipelines.guardrails.pii import Vault
+from pipelines.guardrails.pii import Vault, mask_pii_fields
 from pipelines.protocols import ModelClient
 from pipelines.semconv import SpanKind
 from pipelines.spans import guard_span
@@ -42,6 +44,7 @@ from .generator import generate_reply, release_gate
 from .orchestrator import Orchestrator
 from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
 from .ports import Guardrails, LocalGuardrails, ToolRunner
+from .prompts import scan_prompt_data
 from .state import META_KEY, load_facts
 
 __all__ = ["DRSettings", "DRPipeline"]
@@ -102,8 +105,8 @@ class DRPipeline:
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
         s = self.settings
         facts = load_facts(ctx.history)
+        ctx.meta[META_KEY] = {"facts": facts.to_meta()}  # a turn that fails before _finish keeps the pending card
         pending, facts.pending_action = facts.pending_action, None
-        ctx.meta[META_KEY] = {"facts": facts.to_meta()}
         t0 = time.perf_counter()
         with stage_span("pre_guard", kind=SpanKind.GUARDRAIL, turn_id=ctx.turn_id) as span:
             pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
@@ -114,7 +117,7 @@ class DRPipeline:
         vault = Vault.from_entries(pre.vault)
 
         def emit(event: str, /, **fields: Any) -> None:
-            ctx.sink.emit(event, turn_id=ctx.turn_id, **vault.redact_obj(fields))
+            ctx.sink.emit(event, turn_id=ctx.turn_id, **vault.redact_obj(mask_pii_fields(fields)))
 
         self.counters.guard("pre", "block" if pre.blocked else "route" if pre.route else "pass")
         for hit in pre.hits:
@@ -130,6 +133,7 @@ class DRPipeline:
             locale=ctx.request.locale, history=list(zip(pre.history[-len(turns):] if turns else [], replies, strict=True)),
             pending=pending, confirmation=pre.confirmation, route=pre.route, route_rule=pre.route_rule,
             blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
+            user_texts=[*pre.history, pre.text],
         )
         t1 = time.perf_counter()
         with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
@@ -145,6 +149,7 @@ class DRPipeline:
             await ctx.checkpoint()
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
+        self._scan_data(forward, emit)
         view = forward.guard_view()
         gate = release_gate(self.guardrails, view, self.counters, emit, fail_closed=s.fallback_reply)
         t2 = time.perf_counter()
@@ -168,6 +173,17 @@ class DRPipeline:
                     yield piece
         ctx.stage_ms["generate"] = (time.perf_counter() - t2) * 1000
         self._finish(ctx, forward, gate, outcome, facts, vault, card_sent, pre.rules_version, emit)
+
+    def _scan_data(self, forward: Any, emit: Any) -> None:
+        """Count and log injection-rule hits in the turn's world and tool text (it reaches prompts as data)."""
+        config = getattr(self.guardrails, "config", None) or default_guardrail_config()
+        hits = scan_prompt_data(forward, config)
+        for _, hit in hits:
+            self.counters.blocked(f"data_{hit.kind}")
+        if hits:
+            self.counters.guard("data", "flag")
+            emit("dr.data_scan", decision="flag", hits=[{"source": s, "rule_id": h.rule_id, "view": h.view}
+                                                        for s, h in hits])
 
     def _validated_card(self, outcome: Outcome, selected: set[str]) -> ActionCardEvent:
         """The one way an action card reaches the client: selected, validated, pending."""

@@ -78,14 +78,19 @@ class SessionFacts(BaseModel):
     pending_action: PendingAction | None = None
     vault_ids: list[str] = Field(default_factory=list)
 
-    def tool_session(self, session_id: str, *, confirmed: bool = False, locale: str = "en") -> ToolSession:
-        """The facts a tool call may rely on."""
+    def tool_session(
+        self, session_id: str, *, confirmed: bool = False, locale: str = "en",
+        idempotency_key: str | None = None, user_texts: list[str] | None = None,
+    ) -> ToolSession:
+        """The facts a tool call may rely on (``user_texts``: the session's user texts, values restored)."""
         return ToolSession(
             session_id=session_id,
             authenticated_user_id=self.authenticated_user_id,
             observed_ids=list(self.observed_ids),
             confirmed=confirmed,
             locale=locale,
+            idempotency_key=idempotency_key,
+            user_texts=list(user_texts or []),
         )
 
     def add_ids(self, field: str, ids: set[str] | list[str]) -> None:

@@ -2,8 +2,10 @@
 
 * :mod:`.config` — the versioned rule table (``configs/guardrails.yaml``), validated with pydantic.
 * :mod:`.pii` — PII detection, redaction and the placeholder vault.
+* :mod:`.normalize` — the skeleton and decoded views the injection rules read.
 * :mod:`.pre` — limits, encoding, injection / jailbreak (a :class:`Classifier` protocol),
-  safety and human-request routes, redaction.
+  safety and human-request routes, redaction; :func:`scan_data` and :func:`data_block` for
+  world and tool text that enters a prompt.
 * :mod:`.mid` — tool-call schema, eligibility and consistency checks inside the loop.
 * :mod:`.post` — the incremental :class:`SentenceSplitter` and per-sentence reply checks.
 * :mod:`.ids` — the shared extractors (ids, amounts, dates) the post-guard and contracts use.
@@ -19,16 +21,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import GuardrailConfig, default_guardrail_config, load_guardrail_config
+from .config import GuardrailConfig, canary_token, default_guardrail_config, load_guardrail_config
 from .mid import MID_KINDS
 from .pii import PII_KINDS, Vault, detect_pii
 from .post import POST_KINDS, PostGuard, PostGuardView, SentenceSplitter, SentenceVerdict, Violation
-from .pre import Classifier, ClassifierHit, PreGuard, PreGuardResult, RuleClassifier
+from .pre import (
+    Classifier,
+    ClassifierHit,
+    PreGuard,
+    PreGuardResult,
+    RuleClassifier,
+    as_data,
+    data_block,
+    scan_data,
+)
 
 __all__ = [
     "GuardrailConfig",
     "load_guardrail_config",
     "default_guardrail_config",
+    "canary_token",
+    "scan_data",
+    "as_data",
+    "data_block",
     "Vault",
     "detect_pii",
     "PII_KINDS",

@@ -9,6 +9,7 @@ confirm a pending action, and the post-guard's phrase lists and safe wording.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from functools import cached_property
@@ -25,8 +26,11 @@ __all__ = [
     "DEFAULT_GUARDRAILS_PATH",
     "LimitsConfig",
     "PatternRule",
+    "DensityRule",
     "SafetyTopic",
     "PostConfig",
+    "CanaryConfig",
+    "canary_token",
     "GuardrailConfig",
     "load_guardrail_config",
     "default_guardrail_config",
@@ -70,6 +74,26 @@ class PatternRule(_Config):
         return _compile_all((v,))[0]
 
 
+class DensityRule(_Config):
+    """Fires when at least ``min_hits`` of its signal patterns match a text of at least ``min_chars``.
+
+    For jailbreaks that are long and talk *about* the model (its responses, rules, character, format)
+    without any single telltale phrase; ordinary support messages rarely hit several signals at once.
+    """
+
+    id: str = Field(..., min_length=1)
+    kind: Literal["injection", "jailbreak"] = "jailbreak"
+    action: Literal["block", "flag"] = "block"
+    min_hits: int = Field(..., ge=2)
+    min_chars: int = Field(0, ge=0)
+    signals: tuple[str, ...] = Field(..., min_length=2)
+
+    @field_validator("signals")
+    @classmethod
+    def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _compile_all(v)
+
+
 class SafetyTopic(_Config):
     """A topic a person must handle: any pattern hit routes the turn to a human."""
 
@@ -80,6 +104,21 @@ class SafetyTopic(_Config):
     @classmethod
     def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return _compile_all(v)
+
+
+DEFAULT_CANARY = "tdm-cnry-4e9b71c2d8"
+
+
+class CanaryConfig(_Config):
+    """The token planted in every system prompt; a delivered reply must never contain it."""
+
+    env: str = Field("TANDEM_CANARY", min_length=1, description="Environment variable holding the secret token.")
+    token: str | None = Field(None, min_length=8, description="Used when the variable is unset (not a secret).")
+
+    def resolve(self) -> str:
+        """The active token: the environment variable, else ``token``, else the built-in default."""
+        value = os.environ.get(self.env, "").strip()
+        return value if len(value) >= 8 else (self.token or DEFAULT_CANARY)
 
 
 class PostConfig(_Config):
@@ -104,11 +143,13 @@ class GuardrailConfig(_Config):
     limits: LimitsConfig = LimitsConfig()
     pii_kinds: tuple[str, ...] = PII_KINDS
     injection: tuple[PatternRule, ...] = ()
+    density: tuple[DensityRule, ...] = ()
     safety: tuple[SafetyTopic, ...] = ()
     human_request: tuple[str, ...] = ()
     affirmatives: tuple[str, ...] = Field(..., min_length=1)
     negatives: tuple[str, ...] = ()
     post: PostConfig
+    canary: CanaryConfig = CanaryConfig()
 
     @field_validator("pii_kinds")
     @classmethod
@@ -123,12 +164,12 @@ class GuardrailConfig(_Config):
     def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return _compile_all(v)
 
-    @field_validator("injection")
+    @field_validator("injection", "density")
     @classmethod
-    def _unique_ids(cls, v: tuple[PatternRule, ...]) -> tuple[PatternRule, ...]:
+    def _unique_ids(cls, v: tuple[Any, ...]) -> tuple[Any, ...]:
         ids = [r.id for r in v]
         if len(ids) != len(set(ids)):
-            raise ValueError("injection rule ids must be unique")
+            raise ValueError("rule ids must be unique")
         return v
 
     @cached_property
@@ -137,6 +178,7 @@ class GuardrailConfig(_Config):
         flags = re.IGNORECASE | re.MULTILINE
         return {
             "injection": [(r, re.compile(r.pattern, flags)) for r in self.injection],
+            "density": [(r, [re.compile(p, flags) for p in r.signals]) for r in self.density],
             "safety": [(t.id, [re.compile(p, flags) for p in t.patterns]) for t in self.safety],
             "human": [re.compile(p, flags) for p in self.human_request],
             "handoff": [re.compile(p, flags) for p in self.post.handoff_patterns],
@@ -180,3 +222,8 @@ def default_guardrail_config() -> GuardrailConfig:
     if _DEFAULT is None:
         _DEFAULT = load_guardrail_config(None)
     return _DEFAULT
+
+
+def canary_token() -> str:
+    """The canary of this deployment (the default table's setting; what prompts plant)."""
+    return default_guardrail_config().canary.resolve()

@@ -1,9 +1,13 @@
 """PII detection and redaction with a vault: models and logs see ``[EMAIL_1]``, tools get the value.
 
-Four kinds are detected by deterministic patterns: ``EMAIL``, ``PHONE`` (with
-separators or a leading ``+``, so 10-digit item ids are not phones), ``CARD``
-(13–19 digits passing the Luhn check) and ``ADDRESS`` (a street number, one to
-three words and a street suffix). :meth:`Vault.redact` replaces each value by
+Six kinds are detected deterministically: ``EMAIL``; ``IBAN`` (country code,
+check digits, 11–30 characters, the ISO 13616 mod-97 checksum); ``CARD``
+(13–19 digits passing the Luhn check); ``SSN`` (US social security numbers
+written ``123-45-6789`` / ``123 45 6789``, or nine digits after "SSN");
+``PHONE`` (numbers of any region that ``phonenumbers`` finds valid, written
+with a leading ``+`` or with separators, so bare 10-digit item ids are not
+phones) and ``ADDRESS`` (a street number, one to three words and a street
+suffix). :meth:`Vault.redact` replaces each value by
 a placeholder numbered per kind in order of first appearance (the same value
 always gets the same placeholder), so re-redacting a session's texts in order
 rebuilds the same vault on every turn without storing the values anywhere.
@@ -15,15 +19,30 @@ released to the user.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PII_KINDS", "PLACEHOLDER_RE", "PiiMatch", "detect_pii", "Vault", "luhn_ok"]
+__all__ = [
+    "PII_KINDS",
+    "PII_FIELDS",
+    "PLACEHOLDER_RE",
+    "PiiMatch",
+    "detect_pii",
+    "Vault",
+    "luhn_ok",
+    "iban_ok",
+    "mask_pii_fields",
+]
 
-PII_KINDS: tuple[str, ...] = ("EMAIL", "CARD", "PHONE", "ADDRESS")
-PLACEHOLDER_RE = re.compile(r"\[(EMAIL|CARD|PHONE|ADDRESS)_(\d+)\]")
+PII_KINDS: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "SSN", "PHONE", "ADDRESS")
+PLACEHOLDER_RE = re.compile(r"\[(EMAIL|IBAN|CARD|SSN|PHONE|ADDRESS)_(\d+)\]")
+# Structured fields that hold personal data whatever their value looks like (names, city, zip, card digits).
+PII_FIELDS: frozenset[str] = frozenset(
+    {"first_name", "last_name", "address1", "address2", "city", "zip", "last_four", "email"}
+)
 
 _STREET = (
     r"(?:street|st|avenue|ave|road|rd|lane|ln|drive|dr|boulevard|blvd|way|court|ct|place|pl"
@@ -32,15 +51,51 @@ _STREET = (
 _PATTERNS: dict[str, re.Pattern[str]] = {
     "EMAIL": re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
     "CARD": re.compile(r"(?<![\w#])(?:\d[ -]?){12,18}\d(?!\w)"),
-    "PHONE": re.compile(
-        r"(?<![\w#])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}(?!\w)"
-        r"|(?<![\w#])\+\d{1,3}[\s.-]?\d{6,12}(?!\w)"
+    "IBAN": re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"),
+    "SSN": re.compile(
+        r"(?<![\w#])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?![\w])"
+        r"|(?<=\bssn)[\s:#]{0,3}(?!000|666|9\d\d)\d{9}(?!\w)",
+        re.IGNORECASE,
     ),
     "ADDRESS": re.compile(
         rf"\b\d{{1,6}}\s+(?:[A-Za-z0-9'.-]+\s+){{0,3}}{_STREET}\b\.?(?:\s*(?:apt|suite|unit|#)\s*[\w-]+)?",
         re.IGNORECASE,
     ),
 }
+
+
+_PHONE_SEPARATOR = re.compile(r"[\s().-]")
+
+
+def _phones(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of valid phone numbers of any region (``+``-prefixed) or US numbers written with separators."""
+    import phonenumbers  # a declared dependency; imported here so importing this module stays light
+
+    for m in phonenumbers.PhoneNumberMatcher(text, "US", leniency=phonenumbers.Leniency.VALID):
+        raw = m.raw_string
+        if raw.startswith("+") or _PHONE_SEPARATOR.search(raw):
+            yield m.start, m.end
+
+
+def iban_ok(iban: str) -> bool:
+    """The ISO 13616 check of an IBAN (spaces ignored): 15–34 characters, mod 97 equals 1."""
+    s = iban.replace(" ", "").upper()
+    if not 15 <= len(s) <= 34 or not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]+", s):
+        return False
+    digits = "".join(str(int(c, 36)) for c in s[4:] + s[:4])
+    return int(digits) % 97 == 1
+
+
+def _ibans(text: str) -> Iterator[tuple[int, int]]:
+    """IBAN spans; a candidate is shortened group by group until its checksum holds (or it is dropped)."""
+    for m in _PATTERNS["IBAN"].finditer(text):
+        value = m.group(0)
+        while len(value.replace(" ", "")) >= 15:
+            if iban_ok(value):
+                yield m.start(), m.start() + len(value)
+                break
+            cut = value.rfind(" ")
+            value = value[:cut] if cut > 0 else value[:-1]
 
 
 def luhn_ok(digits: str) -> bool:
@@ -66,21 +121,39 @@ def detect_pii(text: str, kinds: Iterable[str] = PII_KINDS) -> list[PiiMatch]:
     """Non-overlapping PII spans in ``text``, in order (earlier kinds in :data:`PII_KINDS` win)."""
     found: list[PiiMatch] = []
     taken: list[tuple[int, int]] = []
+    kinds = set(kinds)
     for kind in PII_KINDS:
         if kind not in kinds:
             continue
-        for m in _PATTERNS[kind].finditer(text):
-            value = m.group(0).rstrip(" .")
-            start, end = m.start(), m.start() + len(value)
+        for start, end in _spans(kind, text):
+            raw = text[start:end]
+            value = raw.lstrip(" :#")
+            start += len(raw) - len(value)
+            value = value.rstrip(" .")
+            end = start + len(value)
             if kind == "CARD":
                 digits = re.sub(r"\D", "", value)
                 if not 13 <= len(digits) <= 19 or not luhn_ok(digits):
                     continue
-            if any(s < end and start < e for s, e in taken):
+            if not value or any(s < end and start < e for s, e in taken):
                 continue
             taken.append((start, end))
             found.append(PiiMatch(kind, start, end, value))
     return sorted(found, key=lambda p: p.start)
+
+
+def _spans(kind: str, text: str) -> Iterator[tuple[int, int]]:
+    if kind == "PHONE":
+        return _phones(text)
+    if kind == "IBAN":
+        return _ibans(text)
+    return ((m.start(), m.end()) for m in _PATTERNS[kind].finditer(text))
+
+
+def _key(kind: str, value: str) -> tuple[str, str]:
+    """The vault's identity of a value: emails compare case-insensitively, everything else exactly."""
+    value = value.strip()
+    return kind, value.lower() if kind == "EMAIL" else value
 
 
 @dataclass
@@ -99,7 +172,7 @@ class Vault:
             m = PLACEHOLDER_RE.fullmatch(pid)
             if m:
                 vault._by_id[pid] = value
-                vault._by_value[(m.group(1), value)] = pid
+                vault._by_value[_key(m.group(1), value)] = pid
         return vault
 
     def entries(self) -> dict[str, str]:
@@ -116,7 +189,7 @@ class Vault:
         return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:12]
 
     def _placeholder(self, kind: str, value: str) -> str:
-        key = (kind, value.strip().lower() if kind == "EMAIL" else value.strip())
+        key = _key(kind, value)
         pid = self._by_value.get(key)
         if pid is None:
             n = 1 + sum(1 for p in self._by_id if p.startswith(f"[{kind}_"))
@@ -175,3 +248,30 @@ class Vault:
         if isinstance(obj, list | tuple):
             return [self.resolve(v) for v in obj]
         return obj
+
+
+def mask_pii_fields(obj: Any, fields: frozenset[str] = PII_FIELDS) -> Any:
+    """A copy of a JSON-like value for logs: values under a :data:`PII_FIELDS` key become ``[REDACTED]``.
+
+    A value that is already one placeholder stays (it is what the session's
+    models saw). A string holding a JSON object (a model's raw decision) is
+    masked inside and written back compactly.
+    """
+    if isinstance(obj, dict):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            if k in fields and v not in (None, "") and not (isinstance(v, str) and PLACEHOLDER_RE.fullmatch(v)):
+                out[k] = "[REDACTED]" if isinstance(v, str | int | float) else mask_pii_fields(v, fields)
+            else:
+                out[k] = mask_pii_fields(v, fields)
+        return out
+    if isinstance(obj, list | tuple):
+        return [mask_pii_fields(v, fields) for v in obj]
+    if isinstance(obj, str) and obj.startswith("{") and any(f'"{f}"' in obj for f in fields):
+        try:
+            parsed = json.loads(obj)
+        except ValueError:
+            return obj
+        if isinstance(parsed, dict):
+            return json.dumps(mask_pii_fields(parsed, fields), ensure_ascii=False, separators=(", ", ": "))
+    return obj

@@ -12,6 +12,8 @@ for the whole reply. :meth:`PostGuard.check` judges one sentence against a
     handoff_without_escalation  "I'll transfer you to a human" without an ``escalate`` decision
     unsupported_completion      "your order has been cancelled" with no write executed this turn
     unknown_placeholder         a PII placeholder that is not the user's own
+    canary_leak                 the system prompts' canary token, or half of it (spaced, dotted or
+                                homoglyphed too)
 
 Checks run on the normalised sentence together with the tail of what was
 already released, and count only what the new sentence adds: an id or amount
@@ -24,8 +26,9 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .config import GuardrailConfig
+from .config import GuardrailConfig, canary_token
 from .ids import extract_amounts, extract_ids, extract_time_promises, normalize_text
+from .normalize import skeleton
 from .pii import PLACEHOLDER_RE
 
 __all__ = [
@@ -35,6 +38,7 @@ __all__ = [
     "Violation",
     "SentenceVerdict",
     "PostGuard",
+    "canary_leak",
 ]
 
 POST_KINDS: tuple[str, ...] = (
@@ -49,13 +53,20 @@ POST_KINDS: tuple[str, ...] = (
     "handoff_without_escalation",
     "unsupported_completion",
     "unknown_placeholder",
+    "canary_leak",
 )
-_END = re.compile(r"""(?:[.!?…]+["')\]]*\s+|\n+)""")
+# A sentence ends at terminal punctuation followed by whitespace. A bare line break is not an end:
+# "within 2\ndays." must be judged as one sentence, or its first half would be released on its own.
+_END = re.compile(r"""[.!?…]+["')\]]*\s+""")
 _TAIL = 80
 
 
 class SentenceSplitter:
-    """Incremental sentence splitter: :meth:`feed` deltas, get complete sentences back."""
+    """Incremental sentence splitter: :meth:`feed` deltas, get complete sentences back.
+
+    Lines without terminal punctuation are held and joined with what follows, so
+    a date, amount or id cut by a line break is judged whole.
+    """
 
     def __init__(self) -> None:
         self._buf = ""
@@ -125,6 +136,9 @@ class PostGuard:
 
     def __init__(self, config: GuardrailConfig) -> None:
         self.config = config
+        # the table's token and the deployment default (what the prompts plant), flattened, as the
+        # windows of half its length (at least 8): a token released in two halves is caught at the second
+        self._canaries = {w for t in {config.canary.resolve(), canary_token()} for w in _windows(_flat(t))}
 
     def check(self, sentence: str, view: PostGuardView, context: str = "") -> SentenceVerdict:
         """Judge ``sentence``; ``context`` is the tail of the text already released."""
@@ -155,7 +169,26 @@ class PostGuard:
         for m in PLACEHOLDER_RE.finditer(text):
             if m.group(0) not in view.placeholders:
                 out.append(Violation(kind="unknown_placeholder", detail=m.group(0)))
+        flat = _flat(both)
+        if any(w in flat for w in self._canaries):
+            out.append(Violation(kind="canary_leak"))
         return SentenceVerdict(text=text, violations=out, replacement=self.config.post.safe_sentence if out else "")
+
+
+def canary_leak(text: str, context: str = "") -> bool:
+    """True when ``context + text`` carries the deployment's canary token, or half of it (any judge may ask)."""
+    flat = _flat(f"{normalize_text(context)[-_TAIL:]} {normalize_text(text)}")
+    return any(w in flat for w in _windows(_flat(canary_token())))
+
+
+def _windows(token: str) -> set[str]:
+    n = min(len(token), max(8, (len(token) + 1) // 2))
+    return {token[i : i + n] for i in range(len(token) - n + 1)}
+
+
+def _flat(text: str) -> str:
+    """Letters and digits only, homoglyphs folded: ``t d m-c.n r y`` and ``tdmcnry`` compare equal."""
+    return re.sub(r"[\W_]+", "", skeleton(text))
 
 
 def _diff_ids(both: dict[str, set[str]], ctx: dict[str, set[str]]) -> dict[str, set[str]]:

@@ -4,10 +4,17 @@ Order of checks (each one deterministic)::
 
     size / lines / control characters   -> raise PayloadTooLarge / InvalidInput (typed, no model call)
     normalise (NFKC, zero-width chars)  -> the text every later check and model sees
-    classifiers (rule table, + models)  -> hits: block (fallback) or flag (logged only)
+    views (see .normalize)              -> the skeleton (homoglyphs folded, accents stripped, casefolded)
+                                           and what the text decodes to (base64, hex, tags, rot13, leet)
+    classifiers (rule table, + models)  -> on every view; hits: block (fallback) or flag (logged only)
     safety topics                       -> route "safety_sensitive" (a person handles it)
     explicit request for a person       -> route "user_requested_human"
     PII redaction with the session vault -> redacted text and history, vault entries
+
+The rule table's injection patterns are written for the skeleton (lower-case
+ASCII, no accents) in English, Spanish, French, German, Portuguese and
+Italian. :func:`scan_data` runs the same rules over world and tool text that
+enters a prompt (hits are reported, the text is not changed).
 
 A :class:`Classifier` is the plug-in point for a small model classifier
 later; :class:`RuleClassifier` is the rule-table one and always runs.
@@ -26,6 +33,7 @@ from pipelines.errors import InvalidInput, PayloadTooLarge
 
 from .config import GuardrailConfig
 from .ids import normalize_text
+from .normalize import views
 from .pii import Vault
 
 __all__ = [
@@ -38,6 +46,9 @@ __all__ = [
     "Confirmation",
     "normalize_reply",
     "confirmation_of",
+    "scan_data",
+    "as_data",
+    "data_block",
 ]
 
 Route = Literal["user_requested_human", "safety_sensitive"]
@@ -70,6 +81,7 @@ class ClassifierHit(BaseModel):
     kind: Literal["injection", "jailbreak"]
     action: Literal["block", "flag"]
     score: float = Field(1.0, ge=0.0, le=1.0)
+    view: str = Field("text", description="The view it fired on: text, base64, hex, tags, rot13, leet, spaced.")
 
 
 @runtime_checkable
@@ -93,11 +105,50 @@ class RuleClassifier:
 
     async def classify(self, text: str) -> list[ClassifierHit]:
         """Every injection / jailbreak rule whose pattern matches ``text``."""
-        return [
+        return self.match(text)
+
+    def match(self, text: str) -> list[ClassifierHit]:
+        """:meth:`classify`, synchronously: pattern rules, then density rules."""
+        hits = [
             ClassifierHit(rule_id=rule.id, kind=rule.kind, action=rule.action)
             for rule, rx in self.config.compiled["injection"]
             if rx.search(text)
         ]
+        for rule, signals in self.config.compiled["density"]:
+            if len(text) >= rule.min_chars and sum(1 for rx in signals if rx.search(text)) >= rule.min_hits:
+                hits.append(ClassifierHit(rule_id=rule.id, kind=rule.kind, action=rule.action))
+        return hits
+
+
+def _merge(hits: list[ClassifierHit], new: list[ClassifierHit], view: str) -> None:
+    seen = {h.rule_id for h in hits}
+    for h in new:
+        if h.rule_id not in seen:
+            seen.add(h.rule_id)
+            hits.append(h.model_copy(update={"view": view}))
+
+
+_DATA_TAG = re.compile(r"<\s*/?\s*data\b", re.IGNORECASE)
+
+
+def as_data(text: str) -> str:
+    """``text`` made safe inside a ``<data>`` block: any ``<data>`` / ``</data>`` tag in it is defused."""
+    return _DATA_TAG.sub("[data", text)
+
+
+def data_block(lines: list[str], label: str = "data") -> str:
+    """Lines of world or tool text, delimited as data (never instructions) for a prompt."""
+    body = "\n".join(as_data(line) for line in lines)
+    return f"<data source=\"{label}\">\n{body}\n</data>"
+
+
+def scan_data(text: str, config: GuardrailConfig) -> list[ClassifierHit]:
+    """The injection rules' hits on world or tool text (every view, each rule once)."""
+    rules = RuleClassifier(config)
+    hits: list[ClassifierHit] = []
+    for name, view in views(text):
+        _merge(hits, rules.match(view), name)
+    return hits
 
 
 class PreGuardResult(BaseModel):
@@ -173,9 +224,11 @@ class PreGuard:
         _check_limits(text, self.config)
         clean = normalize_text(text).strip()
         hits: list[ClassifierHit] = []
+        seen = views(text)
         for clf in self.classifiers:
-            hits.extend(await clf.classify(clean))
-        route, rule = self.route_for(clean)
+            for name, view in seen:
+                _merge(hits, await clf.classify(view), name)
+        route, rule = self.route_for(seen[0][1])
         vault = Vault(self.config.pii_kinds)
         red_history = [vault.redact(normalize_text(h)) for h in history]
         before = set(vault.ids())

@@ -36,8 +36,9 @@ class ToolCaller:
     def session(self, *, confirmed: bool = False, idempotency_key: str | None = None) -> ToolSession:
         fields = self.domain.session_fields(self.facts)
         extra = {"idempotency_key": idempotency_key} if idempotency_key else {}
+        texts = [self.vault.restore(t) for t in self.facts.user_texts]  # the backend grounds write arguments
         return ToolSession(session_id=self.facts.session_id, confirmed=confirmed, locale=self.locale,
-                           **fields, **extra)
+                           user_texts=texts, **fields, **extra)
 
     async def raw(self, name: str, args: dict[str, Any], *, step: int, confirmed: bool = False,
                   idempotency_key: str | None = None) -> ToolCallResult:

@@ -2,9 +2,13 @@
 
 The replica loads the world from the SQLite world store (seeding it once from
 the tau2 ``db.json`` when configured and present, else from the seeded
-generator) and persists exactly the entities a write changed, in one
-transaction. The world is the replica's state: the deployment runs one
-replica (the store is the source of truth across restarts).
+generator). The store is also the write ledger: a confirmed write commits the
+entities it changed and its outcome, keyed by the pending card, in one
+transaction before the in-memory world changes; a key already recorded returns
+its outcome without running again (:class:`pipelines.dr.ports.LocalToolRunner`).
+Write arguments are checked for grounding at precheck and before execution.
+The world is the replica's state: the deployment runs one replica (the store
+is the source of truth across restarts).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from models.prepare import cache_dir
 from pipelines.domains.support import build_support_domain, generate_world, load_tau2_world
-from pipelines.dr.ports import LocalToolRunner, ToolCallResult, ToolSession
+from pipelines.dr.ports import UNGROUNDED, LocalToolRunner, ToolCallResult, ToolSession
 from serve.config import DomainConfig
 from serve.stores.world_sqlite import SQLiteWorldStore
 
@@ -49,17 +53,23 @@ class ToolsServer:
         cfg = DomainConfig.model_validate(domain_config)
         self.domain = build_support_domain()
         world, self.store, origin = open_world(cfg)
-        self.runner = LocalToolRunner(self.domain, world, on_change=self._persist)
+        self.runner = LocalToolRunner(self.domain, world, ledger=self.store)
         logger.info("tools ready: world from %s (%d users, %d orders)", origin, len(world.users), len(world.orders))
 
-    def _persist(self, world: Any, user_ids: list[str], order_ids: list[str]) -> None:
-        self.store.save_changed(world, user_ids, order_ids)
-
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        return await self.runner.call(name, args, session)
+        result = await self.runner.call(name, args, session)
+        if result.replayed:
+            logger.info("write %s replayed from the ledger (session %s)", name, session.session_id)
+        elif result.reason == UNGROUNDED:
+            logger.warning("write %s refused: ungrounded arguments (session %s)", name, session.session_id)
+        return result
 
     async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
         return await self.runner.precheck(name, args, session)
+
+    async def ledger(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The recorded writes (of one session), oldest first (tests and operators audit with it)."""
+        return [e.model_dump(mode="json") for e in self.store.ledger(session_id)]
 
     async def get_order(self, order_id: str) -> dict[str, Any] | None:
         """Read-only view of one order (tests and operators check state with it)."""

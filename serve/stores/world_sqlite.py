@@ -1,26 +1,39 @@
-"""SQLite store of the retail world (embedded profile): WAL mode, atomic writes.
+"""SQLite store of the retail world (embedded profile): WAL mode, atomic writes, a write ledger.
 
 Three tables (``users``, ``orders``, ``products``), each ``id TEXT PRIMARY KEY,
 body TEXT`` holding the entity's JSON. Every write runs in one
 ``BEGIN IMMEDIATE`` transaction: either all the given entities land or none.
-stdlib ``sqlite3`` only.
+
+The ``write_ledger`` table makes confirmed writes exactly-once: one row per
+idempotency key (session, card, the turn the card was shown in) holding the
+outcome the tool returned. :meth:`SQLiteWorldStore.commit_write` upserts the
+changed entities and inserts the row in the same transaction, after checking
+the key inside it — so a key is recorded at most once, a recorded key always
+has its entities, and a failed commit leaves neither. It implements
+:class:`pipelines.dr.ports.WriteLedger`. stdlib ``sqlite3`` only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from pipelines.domains.support.world import Order, Product, RetailWorld, User
+from pipelines.dr.ports import LedgerEntry
 
 __all__ = ["SQLiteWorldStore"]
 
 _TABLES = ("users", "orders", "products")
 _SCHEMA = "\n".join(
     f"CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, body TEXT NOT NULL);" for t in _TABLES
+) + (
+    "\nCREATE TABLE IF NOT EXISTS write_ledger (key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+    "tool TEXT NOT NULL, request TEXT NOT NULL, outcome TEXT NOT NULL, created_at REAL NOT NULL);"
 )
 
 
@@ -123,6 +136,69 @@ class SQLiteWorldStore:
         self.save_entities(
             users=[world.users[u] for u in user_ids], orders=[world.orders[o] for o in order_ids]
         )
+
+    # -- the write ledger ------------------------------------------------------------
+
+    @staticmethod
+    def _entry(row: tuple[str, str, str, str, str] | None) -> LedgerEntry | None:
+        if row is None:
+            return None
+        key, session_id, tool, request, outcome = row
+        return LedgerEntry.model_validate(
+            {"key": key, "session_id": session_id, "tool": tool, "request": request, "outcome": json.loads(outcome)}
+        )
+
+    def recorded(self, key: str) -> LedgerEntry | None:
+        """The ledger entry of ``key``, or ``None``."""
+        row = self._conn().execute(
+            "SELECT key, session_id, tool, request, outcome FROM write_ledger WHERE key = ?", (key,)
+        ).fetchone()
+        return self._entry(row)
+
+    def ledger(self, session_id: str | None = None) -> list[LedgerEntry]:
+        """Every ledger entry (of one session), oldest first."""
+        sql = "SELECT key, session_id, tool, request, outcome FROM write_ledger"
+        params: tuple[str, ...] = ()
+        if session_id is not None:
+            sql, params = sql + " WHERE session_id = ?", (session_id,)
+        rows = self._conn().execute(sql + " ORDER BY created_at, rowid", params).fetchall()
+        return [e for e in map(self._entry, rows) if e is not None]
+
+    def commit_write(
+        self, entry: LedgerEntry | None, world: RetailWorld, user_ids: list[str], order_ids: list[str]
+    ) -> LedgerEntry | None:
+        """Upsert the changed entities of ``world`` and insert ``entry``, in one transaction.
+
+        Returns the entry already recorded under ``entry.key`` (nothing is
+        written) or ``None`` when this call recorded it. Any failure rolls the
+        whole transaction back and is raised.
+        """
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if entry is not None:
+                prior = self._entry(conn.execute(
+                    "SELECT key, session_id, tool, request, outcome FROM write_ledger WHERE key = ?", (entry.key,)
+                ).fetchone())
+                if prior is not None:
+                    conn.execute("ROLLBACK")
+                    return prior
+            rows = self._rows([world.users[u] for u in user_ids], [world.orders[o] for o in order_ids], ())
+            for table, key, body in rows:
+                conn.execute(f"INSERT OR REPLACE INTO {table} (id, body) VALUES (?, ?)", (key, body))
+            if entry is not None:
+                conn.execute(
+                    "INSERT INTO write_ledger (key, session_id, tool, request, outcome, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (entry.key, entry.session_id, entry.tool, entry.request,
+                     entry.outcome.model_dump_json(), time.time()),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return None
 
     def seed_if_empty(self, world: RetailWorld) -> bool:
         """Store ``world`` when the store is empty; True when it seeded."""

@@ -47,6 +47,7 @@ def test_authenticate_look_up_card_confirm_cancel() -> None:
     n_orch = h.models.roles().count("orchestrator")
     r = h.turn("yes", gen=[f"Order {ALEX.pending_order_id} has been cancelled. The refund takes five to seven business days."])
     assert h.models.roles().count("orchestrator") == n_orch  # the model does not choose again
+    order = h.world.orders[ALEX.pending_order_id]  # a write swaps in the committed entity
     assert order.status == "cancelled" and order.cancel_reason == "no longer needed"
     refund = order.payment_history[-1]
     assert (refund.transaction_type, refund.amount) == ("refund", paid)

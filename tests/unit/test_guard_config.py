@@ -29,7 +29,7 @@ def test_default_table_loads_with_a_version() -> None:
         ({"injection": [{"id": "x", "kind": "injection", "pattern": "(unclosed"}]}, "guardrails.injection.0.pattern"),
         ({"injection": [{"id": "x", "kind": "nope", "pattern": "a"}]}, "guardrails.injection.0.kind"),
         ({"surprise": 1}, "guardrails.surprise"),
-        ({"pii_kinds": ["EMAIL", "SSN"]}, "guardrails.pii_kinds"),
+        ({"pii_kinds": ["EMAIL", "PASSPORT"]}, "guardrails.pii_kinds"),
         ({"limits": {"max_chars": 0}}, "guardrails.limits.max_chars"),
         ({"human_request": ["[bad"]}, "guardrails.human_request"),
     ],

@@ -274,7 +274,7 @@ def test_reason_of(message: str | None, expected: str | None) -> None:
 
 
 def test_every_reason_is_unique_and_snake_case() -> None:
-    assert len(el.REASONS) == len(set(el.REASONS)) == 22
+    assert len(el.REASONS) == len(set(el.REASONS)) == 23
     assert all(r.replace("_", "").isalpha() and r.islower() for r in el.REASONS)
 
 

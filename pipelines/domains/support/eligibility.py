@@ -60,6 +60,7 @@ REASONS: tuple[str, ...] = (
     "product_not_found",
     "item_not_found",
     "invalid_expression",
+    "ungrounded_argument",
 )
 
 

@@ -175,6 +175,38 @@ class RetailWorld(_Model):
         """A deep, independent copy."""
         return self.model_copy(deep=True)
 
+    def fork(self, user_id: str | None) -> RetailWorld:
+        """A copy in which ``user_id`` and that user's orders are private deep copies.
+
+        Everything else is shared with this world (read-only by contract): a write
+        of the authenticated user can only touch their own profile and orders, so
+        it can run on the fork while this world stays unchanged until
+        :meth:`adopt`.
+        """
+        users = dict(self.users)
+        orders = dict(self.orders)
+        user = self.users.get(user_id) if user_id else None
+        if user is not None:
+            users[user.user_id] = user.model_copy(deep=True)
+            for oid in user.orders:
+                if oid in orders:
+                    orders[oid] = orders[oid].model_copy(deep=True)
+        return RetailWorld.model_construct(users=users, orders=orders, products=self.products)
+
+    def forked_ids(self, user_id: str | None) -> tuple[set[str], set[str]]:
+        """The user and order ids :meth:`fork` copies for ``user_id`` (what a write on it may change)."""
+        user = self.users.get(user_id) if user_id else None
+        if user is None:
+            return set(), set()
+        return {user.user_id}, {o for o in user.orders if o in self.orders}
+
+    def adopt(self, other: RetailWorld, user_ids: list[str], order_ids: list[str]) -> None:
+        """Take the given users and orders from ``other`` (a fork after a committed write)."""
+        for uid in user_ids:
+            self.users[uid] = other.users[uid]
+        for oid in order_ids:
+            self.orders[oid] = other.orders[oid]
+
     def find_variant(self, item_id: str) -> tuple[Product, Variant] | None:
         """The product and variant that own ``item_id``, or ``None``."""
         for product in self.products.values():
