@@ -7,6 +7,7 @@
     tandem load ARGS...            bounded load test over HTTP/SSE and gRPC (goodput at SLOs, plots)
     tandem sweep CONFIG --set KEY=V1,V2 ...   one load test per serving-config grid point
     tandem replay SESSION          re-run a session's logged decisions and check they are identical
+    tandem eval ARGS...            pipelines over the tau2 / flows / coach suites: table, ratios, CDF
 """
 
 from __future__ import annotations
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("load", help="bounded load test of the turn API over HTTP/SSE and gRPC (tandem load --help)")
     sub.add_parser("replay", help="re-run a session's logged decisions and check they are identical")
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
+    sub.add_parser("eval", help="pipelines over the evaluation suites: table, ratios, CDF (tandem eval --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
     k = sub.add_parser("k8s", help="render KubeRay manifests from a profile (tandem k8s render configs/h100.yaml)")
@@ -216,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
-    # load / sweep own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    # load / sweep / replay / eval own their whole argument list (argparse's REMAINDER refuses a leading --flag).
     if argv and argv[0] == "load":
         from serve.loadtest import main as load_main
 
@@ -229,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.sweep import main as sweep_main
 
         return int(sweep_main(argv[1:]) or 0)
+    if argv and argv[0] == "eval":
+        from serve.eval import main as eval_main
+
+        return int(eval_main(argv[1:]) or 0)
     ns = build_parser().parse_args(argv)
     try:
         return int(ns.func(ns) or 0)
