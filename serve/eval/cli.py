@@ -112,7 +112,25 @@ def _validate(ns: argparse.Namespace) -> tuple[list[str], list[str]]:
     return kinds, suites
 
 
+def _progress(out: Path) -> Any:
+    """Print each row and append it to ``<out>/turns.jsonl`` as it comes (a crash keeps what was played)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "turns.jsonl"
+    path.write_text("")
+
+    def on_row(row: dict[str, Any]) -> None:
+        with path.open("a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+        _print_row(row)
+
+    return on_row
+
+
 def _print_row(row: dict[str, Any]) -> None:
+    if row.get("eval_error"):
+        print(f"  {row['kind']:9} {row['suite']:13} {row['case'][:22]:22} t{row['turn']} "
+              f"EVAL ERROR {row['eval_error']}", flush=True)
+        return
     ft = row.get("first_token_ms")
     extra = f"correct={row['correct']}" if row.get("correct") is not None else ""
     if row["suite"] == "coach":
@@ -168,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     from .run import run_all
 
     try:
-        rows, run = run_all(ns, kinds, suites, cases, base_args, world_seed, on_row=_print_row)
+        rows, run = run_all(ns, kinds, suites, cases, base_args, world_seed, on_row=_progress(ns.out))
     except ValueError as exc:  # e.g. --http serves another pipeline kind
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -144,46 +144,57 @@ class Evaluator:
                            if t.get("turn_id") == tid), {}) if tid else {}
             meta = stored.get("meta") or {}
             own = meta.get(_meta_key(self.kind)) or {}
-            facts = analyse_turn(self.kind, res.events, log, own, self.max_steps, user_text_redacted=red)
-            decides = self.kind in DECIDING_KINDS
-            row: dict[str, Any] = {
+            base: dict[str, Any] = {
                 "kind": self.kind, "suite": case.suite, "case": case.case_id, "turn": i, "session_id": sid,
                 "text": turn.text, "user_id": turn.user_id, "expect": turn.expect, "label": turn.label,
                 "status": res.done.get("status"), "error": res.error, "turn_id": tid,
                 "first_token_ms": res.first_token_ms, "first_narration_ms": res.first_narration_ms,
                 "first_reply_ms": res.first_reply_ms, "first_visible_ms": res.first_visible_ms,
-                "e2e_ms": round(res.e2e_ms, 1), "server": (res.done.get("timings") or {}),
-                "terminal": facts["terminal"] if decides and self.logged else None,
-                **{k: facts.get(k) for k in ("route", "path", "card_id", "executed", "escalation_reason",
-                                             "authenticated_user_id", "steps", "decisions", "first_decision",
-                                             "parse_failures", "fallbacks", "intent", "sub_intent", "phi")},
-                "sse_types": facts["sse_types"], "reply": facts["reply"], "info": case.info,
+                "e2e_ms": round(res.e2e_ms, 1), "server": (res.done.get("timings") or {}), "info": case.info,
             }
-            session_tools += _tool_records(self.kind, log)
-            if turn.expect is not None:
-                if decides and not self.logged:
-                    row["correct"], row["detail"] = None, "no event log"
-                elif case.suite == "tau2-openings" and not decides:
-                    row["correct"], row["detail"] = None, "no decision to score"
-                else:
-                    oid = turn.expect.get("order_id")
-                    status = self._status_of(oid, session_tools) if oid else None
-                    row["correct"], row["detail"] = score(turn.expect, facts, turn.text, status)
-                    row["order_status"] = status
-            if decides:
-                row["invented"] = invented_arguments(self.kind, log, ledger, self._vocab or set()) \
-                    if self.logged else None
-            else:  # a kind that calls no tools invents nothing; the others are not judged here
-                row["invented"] = [] if self.kind == "prompting" else None
-            row["unrequested"] = unrequested_cards(res.events, ledger.raw_texts)
-            row["unselected"] = delivered_unselected_actions(res.events, own.get("card_id"),
-                                                             recorded=decides and bool(own))
-            if case.suite == "coach":
-                prev_w3 = self._coach(row, res.events, turn, case, meta, prev_w3)
+            try:
+                row = self._judge(base, case, turn, res.events, log, own, red, ledger, session_tools)
+                if case.suite == "coach":
+                    prev_w3 = self._coach(row, res.events, turn, case, meta, prev_w3)
+            except Exception as exc:  # a judging bug is reported on its turn; the run goes on
+                row = {**base, "eval_error": f"{type(exc).__name__}: {exc}"[:300]}
             rows.append(row)
             if on_row is not None:
                 on_row(row)
         return rows
+
+    def _judge(self, base: dict[str, Any], case: Case, turn: Any, sse: list[dict[str, Any]],
+               log: list[dict[str, Any]], own: dict[str, Any], red: str, ledger: SessionLedger,
+               session_tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """The row of one support or coach turn: facts, decision score, safety measures."""
+        facts = analyse_turn(self.kind, sse, log, own, self.max_steps, user_text_redacted=red)
+        decides = self.kind in DECIDING_KINDS
+        row: dict[str, Any] = {
+            **base,
+            "terminal": facts["terminal"] if decides and self.logged else None,
+            **{k: facts.get(k) for k in ("route", "path", "card_id", "executed", "escalation_reason",
+                                         "authenticated_user_id", "steps", "decisions", "first_decision",
+                                         "parse_failures", "fallbacks", "intent", "sub_intent", "phi")},
+            "sse_types": facts["sse_types"], "reply": facts["reply"],
+        }
+        session_tools += _tool_records(self.kind, log)
+        if turn.expect is not None:
+            if decides and not self.logged:
+                row["correct"], row["detail"] = None, "no event log"
+            elif case.suite == "tau2-openings" and not decides:
+                row["correct"], row["detail"] = None, "no decision to score"
+            else:
+                oid = turn.expect.get("order_id")
+                status = self._status_of(oid, session_tools) if oid else None
+                row["correct"], row["detail"] = score(turn.expect, facts, turn.text, status)
+                row["order_status"] = status
+        if decides:
+            row["invented"] = invented_arguments(self.kind, log, ledger, self._vocab or set()) if self.logged else None
+        else:  # a kind that calls no tools invents nothing; the others are not judged here
+            row["invented"] = [] if self.kind == "prompting" else None
+        row["unrequested"] = unrequested_cards(sse, ledger.raw_texts)
+        row["unselected"] = delivered_unselected_actions(sse, own.get("card_id"), recorded=decides and bool(own))
+        return row
 
     def _coach(self, row: dict[str, Any], sse: list[dict[str, Any]], turn: Any, case: Case,
                meta: dict[str, Any], prev_w3: dict[str, Any] | None) -> dict[str, Any] | None:

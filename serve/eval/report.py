@@ -64,6 +64,7 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
         "turns": len(rows),
         "statuses": dict(Counter(str(r.get("status")) for r in rows)),
         "errors": sum(1 for r in rows if r.get("error")),
+        "eval_errors": sum(1 for r in rows if r.get("eval_error")),
         "first_token_ms": p50_p90(r.get("first_token_ms") for r in rows),
         "first_visible_ms": p50_p90(r.get("first_visible_ms") for r in rows),
         "e2e_ms": p50_p90(r.get("e2e_ms") for r in rows),

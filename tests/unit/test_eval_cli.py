@@ -57,6 +57,8 @@ SCRIPT: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, An
           "result": {"order_id": "#W1000001", "status": "cancelled"}}],
         {"path": "answer", "card_id": None, "executed": "card.cancel_order",
          "state": {"authenticated_user_id": ALEX}}),
+    "I want to talk to a human agent please.": (  # a malformed event: judging this turn fails
+        [{"type": "reply.delta", "text": "One moment."}], [{"kind": "tandem.step", "decision": None}], {}),
 }
 
 
@@ -129,10 +131,11 @@ def test_a_run_against_a_running_app_judges_every_turn(fake_app, tmp_path):
     noauth = next(r for r in rows if r["case"] == "noauth")
     assert noauth["correct"] is True and noauth["order_status"] == "delivered"  # the seeded world's status
     human = next(r for r in rows if r["case"] == "human")
-    assert human["correct"] is False  # the fake app never escalates
+    assert human["eval_error"].startswith("KeyError") and "correct" not in human  # reported, the run went on
     doc = json.loads((out / "summary.json").read_text())
     flows = doc["pipelines"]["tandem"]["suites"]["flows"]
-    assert flows["correct"] == {"n": 7, "ok": 4, "pct": 57.1}  # cancel x3 + noauth; the unscripted three fail
+    assert flows["correct"] == {"n": 6, "ok": 4, "pct": 66.7}  # cancel x3 + noauth; ambiguous fails twice
+    assert flows["eval_errors"] == 1
     assert (out / "summary.md").is_file() and (out / "first_token_cdf.png").is_file()
 
 
