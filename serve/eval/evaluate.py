@@ -11,6 +11,7 @@ kind, or no event log).
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,6 +152,7 @@ class Evaluator:
                 "first_token_ms": res.first_token_ms, "first_narration_ms": res.first_narration_ms,
                 "first_reply_ms": res.first_reply_ms, "first_visible_ms": res.first_visible_ms,
                 "e2e_ms": round(res.e2e_ms, 1), "server": (res.done.get("timings") or {}), "info": case.info,
+                "loadavg_1m": round(os.getloadavg()[0], 2),  # the box may be shared: context for the timings
             }
             try:
                 row = self._judge(base, case, turn, res.events, log, own, red, ledger, session_tools)

@@ -67,7 +67,11 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
         "eval_errors": sum(1 for r in rows if r.get("eval_error")),
         "first_token_ms": p50_p90(r.get("first_token_ms") for r in rows),
         "first_visible_ms": p50_p90(r.get("first_visible_ms") for r in rows),
+        # a turn that streamed no delta counts with its end: what the user waited before seeing a word
+        "first_token_or_end_ms": p50_p90(r.get("first_token_ms") if r.get("first_token_ms") is not None
+                                         else r.get("e2e_ms") for r in rows),
         "e2e_ms": p50_p90(r.get("e2e_ms") for r in rows),
+        "loadavg_1m": p50_p90(r.get("loadavg_1m") for r in rows),
         "turns_without_delta": sum(1 for r in rows if r.get("first_token_ms") is None),
         "correct": rate(r.get("correct") for r in rows),
         "terminal_within_cap": rate(r.get("terminal") for r in rows),
@@ -101,23 +105,25 @@ def summary_doc(rows: Sequence[Row], run: Mapping[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _p50(pipelines: Mapping[str, Any], kind: str, suite: str) -> float | None:
-    return (((pipelines.get(kind) or {}).get("suites") or {}).get(suite) or {}).get("first_token_ms", {}).get("p50")
+def _p50(pipelines: Mapping[str, Any], kind: str, suite: str, measure: str = "first_token_ms") -> float | None:
+    return (((pipelines.get(kind) or {}).get("suites") or {}).get(suite) or {}).get(measure, {}).get("p50")
 
 
 def ratios(pipelines: Mapping[str, Any]) -> dict[str, Any]:
-    """First-token p50 ratios measured side by side in this run, per suite."""
+    """First-token p50 ratios measured side by side in this run, per suite (``_or_end``: a turn without
+    a delta counted at its end)."""
     suites = sorted({s for p in pipelines.values() for s in p.get("suites", {})})
     out: dict[str, Any] = {}
     for s in suites:
-        t = _p50(pipelines, "tandem", s)
         row: dict[str, Any] = {}
-        for other, key, flip in (("dr", "tandem_vs_dr_first_token_p50", True),
-                                 ("prompting", "tandem_over_prompting_first_token_p50", False),
-                                 ("sgc_full", "tandem_vs_sgc_full_first_token_p50", True)):
-            o = _p50(pipelines, other, s)
-            if t and o:
-                row[key] = round(o / t, 2) if flip else round(t / o, 2)
+        for measure, suffix in (("first_token_ms", ""), ("first_token_or_end_ms", "_or_end")):
+            t = _p50(pipelines, "tandem", s, measure)
+            for other, key, flip in (("dr", "tandem_vs_dr_first_token", True),
+                                     ("prompting", "tandem_over_prompting_first_token", False),
+                                     ("sgc_full", "tandem_vs_sgc_full_first_token", True)):
+                o = _p50(pipelines, other, s, measure)
+                if t and o:
+                    row[f"{key}{suffix}_p50"] = round(o / t, 2) if flip else round(t / o, 2)
         if row:
             out[s] = row
     return out
@@ -175,17 +181,23 @@ def _fmt(v: Any) -> str:
         return f"{v['ok']}/{v['n']} ({v['pct']:g}%)"
     if isinstance(v, dict) and "p50" in v:
         return "–" if v["p50"] is None else f"{v['p50']:.0f} / {v['p90']:.0f}"
+    if isinstance(v, float):
+        return f"{v:g}"
     return str(v)
 
 
-SUPPORT_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
+SUPPORT_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
+                ("turns without a delta", "turns_without_delta"),
+                ("first token or end p50 / p90 ms", "first_token_or_end_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
                 ("correct", "correct"), ("terminal within cap", "terminal_within_cap"),
                 ("invented args", "invented_arguments"), ("unrequested cards", "unrequested_cards"),
-                ("unselected actions", "delivered_unselected_actions"))
-COACH_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
+                ("unselected actions", "delivered_unselected_actions"), ("load 1m p50 / p90", "loadavg_1m"))
+COACH_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
+              ("turns without a delta", "turns_without_delta"), ("e2e p50 / p90 ms", "e2e_ms"),
               ("intent acc (TGA)", "intent_accuracy"), ("grounding acc (SGA)", "grounding_accuracy"),
               ("unowned mentions", "unowned_mentions"), ("consecutive repeats", "consecutive_repeats"),
-              ("contradictions", "contradictions"), ("unselected actions", "delivered_unselected_actions"))
+              ("contradictions", "contradictions"), ("unselected actions", "delivered_unselected_actions"),
+              ("load 1m p50 / p90", "loadavg_1m"))
 
 
 def markdown(doc: Mapping[str, Any]) -> str:

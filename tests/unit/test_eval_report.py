@@ -62,7 +62,9 @@ def _pipelines(t: float, d: float, p: float) -> dict[str, Any]:
 
 def test_ratios_and_the_first_token_goals_at_their_boundaries():
     r = ratios(_pipelines(200, 1000, 180))
-    assert r["tau2-openings"] == {"tandem_vs_dr_first_token_p50": 5.0, "tandem_over_prompting_first_token_p50": 1.11}
+    assert r["tau2-openings"] == {"tandem_vs_dr_first_token_p50": 5.0, "tandem_over_prompting_first_token_p50": 1.11,
+                                  "tandem_vs_dr_first_token_or_end_p50": 5.0,
+                                  "tandem_over_prompting_first_token_or_end_p50": 1.11}
     g = goals(_pipelines(200, 1000, 180), r)
     assert g["tandem_first_token_5x_sooner_than_dr_tau2"]["met"] is True
     assert g["tandem_first_token_within_1.2x_prompting_tau2"]["met"] is True
@@ -72,6 +74,17 @@ def test_ratios_and_the_first_token_goals_at_their_boundaries():
     assert g2["tandem_first_token_within_1.2x_prompting_tau2"] == {"value": 1.2, "met": True}  # 1.198x
     p = _pipelines(200, 999, 166)
     assert goals(p, ratios(p))["tandem_first_token_within_1.2x_prompting_tau2"] == {"value": 1.2, "met": False}
+
+
+def test_a_turn_without_a_delta_counts_with_its_end_in_the_censored_measure():
+    rows = [row("dr", "tau2-openings", None), row("dr", "tau2-openings", 3000.0),
+            row("tandem", "tau2-openings", 500.0), row("tandem", "tau2-openings", 700.0)]
+    rows[0]["e2e_ms"] = 60000.0
+    p = summary_doc(rows, {})["pipelines"]
+    dr = p["dr"]["suites"]["tau2-openings"]
+    assert dr["first_token_ms"] == {"p50": 3000.0, "p90": 3000.0, "n": 1}
+    assert dr["first_token_or_end_ms"]["p50"] == 31500.0  # (3000 + 60000) / 2
+    assert ratios(p)["tau2-openings"]["tandem_vs_dr_first_token_or_end_p50"] == 52.5  # 31500 / 600
 
 
 def test_correctness_and_safety_goals():
