@@ -22,7 +22,7 @@ from models.prepare import prepare_embedded_model
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
 
-    from serve.config import ModelDeploymentConfig
+    from models.config import ModelDeploymentConfig
 
 __all__ = [
     "resolve_model_source",

@@ -38,6 +38,7 @@ from pipelines.guardrails.ids import (
 )
 from pipelines.guardrails.pii import PLACEHOLDER_RE
 from pipelines.guardrails.post import PostGuardView, Violation
+from pipelines.spans import guard_span
 
 __all__ = [
     "Judgement",
@@ -59,6 +60,7 @@ class Judgement(BaseModel):
 
     text: str
     violations: list[Violation] = Field(default_factory=list)
+    replacement: str = Field("", description="The judge's own safe wording for this violation (else the gate's).")
 
 
 @runtime_checkable
@@ -75,21 +77,41 @@ class GateCounters(Protocol):
 
     def blocked(self, kind: str) -> None: ...
 
+    def delivered_violation(self, kind: str) -> None: ...
+
 
 class SentenceGate:
-    """Releases sentences through its judges (see module docstring)."""
+    """Releases sentences through its judges (see module docstring).
+
+    ``mode="observe"`` (the audit of an unguarded ablation rung) releases every
+    sentence unchanged and counts its violations as delivered. ``event`` /
+    ``source`` name the logged event of a decision (``gate.block`` by default);
+    ``replacements=False`` ignores the judges' own safe wordings (a withheld
+    sentence is then dropped, or replaced by the gate's ``safe``).
+    A judge with an ``accept(judgement)`` method is told about every sentence
+    that was released (so a judge can remember what the reply already said).
+    """
 
     def __init__(self, judges: Sequence[Any], counters: GateCounters, emit: Callable[..., None], *,
-                 stage: str, safe: str, fail_closed: str | None = None) -> None:
+                 stage: str, safe: str, fail_closed: str | None = None, mode: str = "enforce",
+                 event: str = "gate.block", source: str = "", replacements: bool = True) -> None:
         self.judges = list(judges)
         self.counters = counters
         self.emit = emit
         self.stage = stage
         self.safe = safe
         self.fail_closed = safe if fail_closed is None else fail_closed
+        self.mode = mode
+        self.event = event
+        self.source = source
+        self.replacements = replacements
         self.released: list[str] = []
         self.withheld = 0
         self.replaced = 0
+        self.kinds: list[str] = []
+        self._decision: tuple[str, list[str]] = ("pass", [])  # the last release's, for its span
+        self._streamed = 0  # characters of the current sentence released by stream()
+        self._blocked_partial = False
 
     @property
     def text(self) -> str:
@@ -105,11 +127,36 @@ class SentenceGate:
         self.released.append(text)
         self.replaced += 1
 
+    def _accepted(self, verdicts: list[tuple[Any, Judgement]]) -> None:
+        for judge, verdict in verdicts:
+            accept = getattr(judge, "accept", None)
+            if accept is not None:
+                accept(verdict)
+
+    def _log(self, decision: str, violations: list[Violation], sentence: str) -> None:
+        fields: dict[str, Any] = {"stage": self.stage, "decision": decision, "kinds": [v.kind for v in violations],
+                                  "details": [v.detail for v in violations],
+                                  "sentence": normalize_text(sentence)[:300]}
+        if self.source:
+            fields["source"] = self.source
+        self.emit(self.event, **fields)
+
     async def release(self, sentence: str) -> str | None:
-        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``."""
+        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``.
+
+        Each decision is a GUARDRAIL span ``tandem.guard.<stage>`` (sentence, decision, kinds, release).
+        """
+        with guard_span(self.stage, text=sentence, source=self.source or None, mode=self.mode) as span:
+            self._decision = ("pass", [])
+            out = await self._release(sentence)
+            span.decision(self._decision[0], kinds=self._decision[1], output=out)
+        return out
+
+    async def _release(self, sentence: str) -> str | None:
         text = sentence
         violations: list[Violation] = []
         safe = self.safe
+        verdicts: list[tuple[Any, Judgement]] = []
         for judge in self.judges:
             try:
                 verdict = await judge.judge(text, self.released)
@@ -118,25 +165,85 @@ class SentenceGate:
                 violations = [Violation(kind="guard_unavailable", detail=type(exc).__name__)]
                 safe = self.fail_closed
                 break
+            verdicts.append((judge, verdict))
             if verdict.violations:
                 violations = list(verdict.violations)
+                safe = (verdict.replacement or safe) if self.replacements else safe
                 break
             text = verdict.text
         if not violations:
             self.counters.guard(self.stage, "pass")
+            self._accepted(verdicts)
             self.released.append(text)
             return text
+        self.kinds += [v.kind for v in violations if v.kind not in self.kinds]
+        self._decision = ("observe" if self.mode == "observe" else "block", [v.kind for v in violations])
+        if self.mode == "observe":
+            for v in violations:
+                self.counters.delivered_violation(v.kind)
+            self._log("observe", violations, sentence)
+            self._accepted(verdicts)
+            self.released.append(sentence)
+            return sentence
         self.withheld += 1
         self.counters.guard(self.stage, "block")
         for v in violations:
             self.counters.blocked(v.kind)
-        self.emit("gate.block", stage=self.stage, kinds=[v.kind for v in violations],
-                  details=[v.detail for v in violations], sentence=normalize_text(sentence)[:300])
+        self._log("block", violations, sentence)
         if not safe or (self.released and self.released[-1] == safe):
             return None
         self.released.append(safe)
         self.replaced += 1
         return safe
+
+    async def stream(self, partial: str, *, hold_words: int = 3) -> str:
+        """Release a sentence while it is still being written: the words that are newly safe.
+
+        ``partial`` is the sentence so far. Every judge sees all of it on each call, and
+        only complete words more than ``hold_words`` from its end are released — so a
+        violation that takes up to ``hold_words + 1`` words to appear is caught before its
+        first word goes out, and once the sentence so far fails, nothing more of it is
+        released (:meth:`close` then decides). Returns ``""`` when nothing new is safe.
+        """
+        if self._blocked_partial:
+            return ""
+        words = re.findall(r"\S+\s+", partial)  # complete words only (the last one may still grow)
+        cut = sum(len(w) for w in words[: max(0, len(words) - hold_words)])
+        if cut <= self._streamed:
+            return ""
+        for judge in self.judges:
+            try:
+                verdict = await judge.judge(partial, self.released)
+            except Exception:  # an unjudged text is not released; close() decides, fail closed
+                self._blocked_partial = True
+                return ""
+            if verdict.violations:
+                self._blocked_partial = True
+                return ""
+        new = partial[self._streamed:cut]
+        self._streamed = cut
+        return new
+
+    async def close(self, sentence: str) -> str | None:
+        """The sentence :meth:`stream` was releasing is complete: its remainder, or the safe wording.
+
+        Judged whole; when it passes, the rest of it is released. When it fails, nothing
+        more of it is; the safe wording follows as a sentence of its own (a fragment that
+        already went out never carried the violation).
+        """
+        streamed, self._streamed, self._blocked_partial = self._streamed, 0, False
+        if not streamed:
+            return await self.release(sentence)
+        withheld = self.withheld
+        out = await self.release(sentence)
+        if self.withheld == withheld:
+            return sentence[streamed:]
+        return None if out is None else " " + out
+
+    def summary(self) -> dict[str, Any]:
+        """What the gate did this turn (stored in the turn's meta)."""
+        return {"mode": self.mode, "released": len(self.released), "withheld": self.withheld,
+                "kinds": sorted(self.kinds)}
 
 
 class GuardrailsJudge:
@@ -148,7 +255,7 @@ class GuardrailsJudge:
 
     async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
         verdict = await self.guardrails.post(sentence, self.view, " ".join(released)[-120:])
-        return Judgement(text=verdict.text, violations=list(verdict.violations))
+        return Judgement(text=verdict.text, violations=list(verdict.violations), replacement=verdict.replacement)
 
 
 _OUTCOME = (r"(?:cancel\w*|refund\w*|send|sent|ship\w*|deliver\w*|replac\w*|fix\w*|credit\w*|return\w*|"

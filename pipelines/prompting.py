@@ -62,5 +62,7 @@ class PromptingPipeline:
                     n += 1
                     yield ReplyDelta(text=delta)
         ctx.stage_ms["generate"] = (time.perf_counter() - t0) * 1000
+        # the model input's shape is recorded, so a turn shows that its history reached the model
         ctx.sink.emit("stage.generate", turn_id=ctx.turn_id, role="generator", deltas=n,
+                      messages=len(call.messages), history_turns=len(ctx.history),
                       ms=round(ctx.stage_ms["generate"], 3))

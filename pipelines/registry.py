@@ -22,14 +22,11 @@ sgc_full
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.counters import Counters
-from pipelines.dr.fallback import Counters as DRCounters
-from pipelines.sgc_turn.counters import SgcCounters
 from pipelines.tandem.settings import TandemSettings
 
 __all__ = [
@@ -109,7 +106,6 @@ class Parts:
     guardrails: Any = None
     kernels: Any = None
     counters: Any = None
-    coach_tools: Any = None  # the SGC ladder's CoachTools view of the same deployment
 
 
 @dataclass(frozen=True)
@@ -120,8 +116,6 @@ class KindRecord:
     domains: tuple[str, ...] | None  # None: any domain
     deployments: tuple[str, ...]
     build: Callable[[Any, Parts], Any]
-    counters: type = field(default=Counters)
-    metric_prefix: str = "tandem"
 
 
 def _prompting(s: PromptingConfig, p: Parts) -> Any:
@@ -141,7 +135,7 @@ def _monolithic(s: MonolithicConfig, p: Parts) -> Any:
 
 
 def _dr(s: DRConfig, p: Parts) -> Any:
-    from pipelines.domains.support import build_support_domain
+    from pipelines.domains import load_domain
     from pipelines.dr.outcome import OrchestratorSettings
     from pipelines.dr.pipeline import DRPipeline, DRSettings
 
@@ -149,7 +143,7 @@ def _dr(s: DRConfig, p: Parts) -> Any:
                                 model_timeout_s=s.model_timeout_s, tool_timeout_s=s.tool_timeout_s)
     settings = DRSettings(orchestrator=orch, max_reply_tokens=s.max_reply_tokens, temperature=s.temperature,
                           seed=s.seed)
-    return DRPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings,
+    return DRPipeline(load_domain("support"), p.models, p.tools, p.guardrails, settings=settings,
                       counters=p.counters)
 
 
@@ -158,7 +152,7 @@ def _sgc(s: SgcConfig, p: Parts) -> Any:
 
     settings = SgcSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed,
                            tool_timeout_s=s.tool_timeout_s)
-    return build_sgc_pipeline(s.kind, p.models, p.coach_tools, p.kernels, settings=settings, counters=p.counters)
+    return build_sgc_pipeline(s.kind, p.models, p.tools, p.kernels, settings=settings, counters=p.counters)
 
 
 def _tandem(s: TandemSettings, p: Parts) -> Any:
@@ -171,13 +165,13 @@ def _tandem(s: TandemSettings, p: Parts) -> Any:
 
 KINDS: dict[str, KindRecord] = {
     "tandem": KindRecord("tandem", None, ("tools", "guardrails", "rule_kernels"), _tandem),
-    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr, DRCounters),
-    "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic, DRCounters),
-    "prompting": KindRecord("prompting", None, (), _prompting, DRCounters),
-    "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc, SgcCounters, "tandem_sgc"),
-    "sgc_w1": KindRecord("sgc_w1", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
-    "sgc_w1w2": KindRecord("sgc_w1w2", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
-    "sgc_full": KindRecord("sgc_full", ("coach",), ("tools", "rule_kernels"), _sgc, SgcCounters, "tandem_sgc"),
+    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr),
+    "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic),
+    "prompting": KindRecord("prompting", None, (), _prompting),
+    "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc),
+    "sgc_w1": KindRecord("sgc_w1", ("coach",), ("tools", "rule_kernels"), _sgc),
+    "sgc_w1w2": KindRecord("sgc_w1w2", ("coach",), ("tools", "rule_kernels"), _sgc),
+    "sgc_full": KindRecord("sgc_full", ("coach",), ("tools", "rule_kernels"), _sgc),
 }
 
 

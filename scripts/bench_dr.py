@@ -133,9 +133,9 @@ class Bench:
         from ray import serve
         from ray.serve.config import gRPCOptions
 
-        from serve.cli import wait_ready
         from serve.config import load_serve_file
         from serve.deploy import deploy_serve_file, wait_app_running
+        from serve.launch import wait_ready
         from serve.telemetry import configure_env
 
         t0 = time.monotonic()

@@ -460,9 +460,9 @@ def main() -> int:
     import yaml
     from ray import serve
 
-    from serve.cli import start_app, wait_ready
     from serve.config import load_serve_file
     from serve.deploy import wait_app_running
+    from serve.launch import start_app, wait_ready
     from serve.model_client import ServeModelClient
     from tests.integration.conftest import deep_merge, free_port
 

@@ -95,8 +95,8 @@ def main() -> int:
     from pipelines.prompting import PromptingPipeline, PromptingSettings
     from pipelines.protocols import NullEventSink
     from pipelines.turn import TurnContext
-    from serve.cli import start_app, wait_ready
     from serve.config import load_serve_file
+    from serve.launch import start_app, wait_ready
     from tests.integration.conftest import free_port
 
     raw = yaml.safe_load(Path(ns.config).read_text())

@@ -15,7 +15,7 @@ from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.errors import TandemError, ToolError
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
 
-__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap", "tool_ports"]
+__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap", "tool_port"]
 
 
 def unwrap(exc: BaseException) -> BaseException:
@@ -91,11 +91,13 @@ class _Remote:
 
 
 class HandleCoachTools(_Remote):
-    """:class:`pipelines.sgc_turn.ports.CoachTools` (the session-id view) over a ``CoachToolsServer`` handle."""
+    """:class:`pipelines.sgc_turn.ports.CoachTools` (the tool port + live state) over a ``CoachToolsServer`` handle."""
 
-    async def call(self, name: str, args: dict[str, Any], session_id: str) -> Any:
-        result: ToolCallResult = await self._call("call", name, args, ToolSession(session_id=session_id))
-        return result.observation
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        return await self._call("call", name, args, session)
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        return None
 
     async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
         return await self._call("load_state", session_id, list(keys))
@@ -125,13 +127,8 @@ class HandleRuleKernels(_Remote):
         return await self._call("schedule", session_id, prior_metas, intent_ctx, candidates, turn_index, seed=seed)
 
 
-def tool_ports(domain: str, handle: DeploymentHandle | None) -> tuple[Any, Any]:
-    """The one tool port over a domain's tools deployment, and (coach) the SGC ladder's session-id view."""
+def tool_port(domain: str, handle: DeploymentHandle | None) -> Any:
+    """The one tool port over a domain's tools deployment (the coach's also reads live state)."""
     if handle is None:
-        return None, None
-    if domain == "coach":
-        from pipelines.domains.coach.domain import CoachToolPort
-
-        coach = HandleCoachTools(handle)
-        return CoachToolPort(coach), coach
-    return HandleToolRunner(handle), None
+        return None
+    return HandleCoachTools(handle) if domain == "coach" else HandleToolRunner(handle)

@@ -26,14 +26,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from models.prepare import cache_dir
 from pipelines.errors import InvalidInput, NotFound, TandemError
 from pipelines.events import TurnAnswer, TurnRequest
-from pipelines.registry import Parts, build_pipeline, kind_record
+from pipelines.registry import Parts, build_pipeline
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
-from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_ports
+from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.edge import ApiKeys, error_body, grpc_code_for, http_error, log_error
 from serve.grpc_codec import answer_to_proto, event_to_proto, session_to_proto
-from serve.metrics import TurnMetrics, exported_counters
+from serve.metrics import ServeCounters, TurnMetrics
 from serve.model_client import ServeModelClient
 from serve.telemetry import JsonlEventSink
 
@@ -120,11 +120,9 @@ class TandemIngress(OpenAiIngress):
         self.auth = ApiKeys(cfg.auth.enabled, cfg.auth.api_keys, cfg.auth.api_keys_env)
         self.turn_metrics = TurnMetrics()
         # The pipeline: its kind's record says what it needs; every handle is wrapped in its port.
-        record = kind_record(cfg.pipeline.kind)
-        self.counters = exported_counters(record.counters, record.metric_prefix)()
-        runner_port, coach_view = tool_ports(cfg.domain.name, tools)
+        self.counters = ServeCounters()
         parts = Parts(
-            models=self.models, domain=cfg.domain.name, tools=runner_port, coach_tools=coach_view,
+            models=self.models, domain=cfg.domain.name, tools=tool_port(cfg.domain.name, tools),
             guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
             kernels=HandleRuleKernels(rule_kernels) if rule_kernels is not None else None,
             counters=self.counters,

@@ -1,7 +1,8 @@
 """Our counters as Ray Serve metrics (Prometheus, through Ray's metrics export port).
 
-``ServeCounters`` is the pipelines' :class:`pipelines.dr.fallback.Counters` with
-every increment mirrored to a ``ray.serve.metrics.Counter``:
+``ServeCounters`` is the one counter family of every pipeline
+(:class:`pipelines.counters.Counters`) with every increment mirrored to a
+``ray.serve.metrics.Counter``:
 
     tandem_fallbacks_total{key=<trigger>}        tandem_fallback_classes_total{key=infra|policy}
     tandem_escalations_total{key=<reason_code>}  tandem_blocked_total{key=<kind>}
@@ -9,28 +10,21 @@ every increment mirrored to a ``ray.serve.metrics.Counter``:
     tandem_delivered_violations_total{key=<kind>}  (must stay 0)
     tandem_turns_total{pipeline, status}          tandem_first_token_ms (histogram, by pipeline)
 
-The SGC ladder's counters (``tandem_sgc_<family>_total{key}``: phi hit / miss_unmapped /
-miss_state_unavailable, fall_through unmapped / state_unavailable, dispatch, w2, w3, post_guard,
-blocked, delivered_violations, fallbacks) go through the same bridge. Ray's exporter adds the
-``ray_`` prefix on the Prometheus side (``ray_tandem_fallbacks_total``).
+and the perception / grounding families (``tandem_<family>_total{key}``: phi hit /
+miss_unmapped / miss_state_unavailable, fall_through, dispatch, snapshot, tools, w2, w3, writes).
+Ray's exporter adds the ``ray_`` prefix on the Prometheus side (``ray_tandem_fallbacks_total``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipelines.dr.fallback import Counters
+from pipelines.counters import Counters
 
 __all__ = ["exported_counters", "ServeCounters", "TurnMetrics", "METRIC_NAMES"]
 
 def _metric_names() -> tuple[str, ...]:
-    from pipelines.registry import KINDS
-
-    names: dict[str, None] = {}
-    for record in KINDS.values():
-        for f in record.counters.FAMILIES:
-            names[f"{record.metric_prefix}_{f}_total"] = None
-    return (*names, "tandem_turns_total", "tandem_first_token_ms")
+    return (*(f"tandem_{f}_total" for f in Counters.FAMILIES), "tandem_turns_total", "tandem_first_token_ms")
 
 
 METRIC_NAMES = _metric_names()  # every name ServeCounters, the SGC counters and TurnMetrics export

@@ -2,7 +2,9 @@
 
 * ``dr`` turns: the orchestrator's decisions are re-run against the logged model
   outputs and tool observations (:func:`pipelines.dr.replay.replay_turn`).
-* ``sgc_full`` turns: every W3 guidance pick is re-run from the stored
+* ``tandem`` turns: every Φ lookup is re-run on its logged snapshot and every orchestrator
+  step's logged output is re-parsed against its logged offer (:mod:`pipelines.tandem.replay`).
+* ``sgc_full`` and ``tandem`` turns: every W3 guidance pick is re-run from the stored
   ``answer.meta`` records with the session's seed and compared byte for byte
   (:func:`pipelines.sgc_turn.replay_w3`).
 
@@ -63,12 +65,28 @@ async def replay_session(session_id: str, store: Any, telemetry: Path) -> list[d
             rep = await replay_turn(evs, domain)
             rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "dr", "identical": rep.identical,
                          "decisions": len(rep.logged), "detail": "; ".join(rep.mismatches[:3])})
+    tandem = [t for t in turns if t.pipeline == "tandem"]
+    domain = next((t.meta["tandem"].get("domain") for t in tandem if isinstance(t.meta.get("tandem"), dict)), None)
+    if tandem:
+        from pipelines.domains import domain_module
+        from pipelines.tandem.replay import replay_turn as replay_tandem
+
+        tables = domain_module(domain or "support").load_rule_tables()
+        for t in tandem:
+            rep = replay_tandem(events.get(t.turn_id, []), tables.phi)
+            if rep.decisions:
+                rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "tandem", "identical": rep.identical,
+                             "decisions": rep.decisions, "detail": "; ".join(rep.mismatches[:3])})
     sgc = [t for t in turns if t.meta.get("w3")]
     if sgc:
-        from pipelines.domains.coach import load_coach_rule_tables
+        from pipelines.domains import domain_module, load_domain
         from pipelines.sgc_turn import replay_w3
 
-        for r in replay_w3([t.meta for t in turns], tables=load_coach_rule_tables(), session_id=session_id):
+        name = domain or "coach"
+        branches = load_domain(name).branch_of_intent
+        tables = domain_module(name).load_rule_tables()
+        for r in replay_w3([t.meta for t in turns], tables=tables, session_id=session_id,
+                           branch_of_intent=branches):
             rows.append({"turn": r.position, "turn_id": turns[r.position].turn_id, "kind": "w3",
                          "identical": r.identical, "detail": r.reason or (r.stored or "")[:120]})
     return rows

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pipelines.errors import ToolError, ToolTimeout
 from pipelines.guardrails.ids import walk_strings
@@ -25,21 +25,12 @@ from pipelines.guardrails.post import Violation
 from .contract import EligibleAction, ObservationRecord
 from .decisions import Action, Select
 from .fallback import Fallback, fallback
-from .outcome import OrchestratorInput, Outcome
+from .outcome import Emit, OrchestratorInput, Outcome
+from .ports import ToolCallResult
 from .state import PendingAction
 
-if TYPE_CHECKING:
-    from .orchestrator import Emit, Orchestrator
+__all__ = ["Stop", "ActionHandler", "LoopHost"]
 
-__all__ = ["Stop", "ActionHandler", "TRANSFER_REASONS"]
-
-TRANSFER_REASONS: dict[str, str] = {
-    "user_requested_human": "user_request",
-    "safety_sensitive": "other",
-    "out_of_scope": "out_of_scope",
-    "policy_exception": "policy_exception",
-    "technical_issue": "technical_issue",
-}
 
 
 class Stop(Exception):
@@ -50,10 +41,26 @@ class Stop(Exception):
         self.fallback = fb
 
 
+class LoopHost(Protocol):
+    """What the terminal handlers need of the loop that runs them (the :class:`Orchestrator`)."""
+
+    domain: Any
+    tools: Any
+    counters: Any
+    settings: Any
+
+    def mid_block(self, emit: Emit, step: int, v: Violation) -> None: ...
+
+    async def run_tool(self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
+                       confirmed: bool = False) -> tuple[ToolCallResult, ObservationRecord]: ...
+
+    def candidates(self, inp: OrchestratorInput) -> list[str]: ...
+
+
 class ActionHandler:
     """Terminal decisions of the loop (and the two deterministic routes)."""
 
-    def __init__(self, orch: Orchestrator) -> None:
+    def __init__(self, orch: LoopHost) -> None:
         self.o = orch
 
     async def escalate(
@@ -62,9 +69,9 @@ class ActionHandler:
         """Hand over to a person: the transfer tool is called, but its failure never blocks the route."""
         inp.facts.pending_action = None
         args = {"summary": inp.user_text[:200] or "user asked for help",
-                "reason_code": TRANSFER_REASONS.get(reason_code, "other")}
+                "reason_code": self.o.domain.transfer_reasons.get(reason_code, "other")}
         try:
-            _, record = await self.o.run_tool(inp, emit, 0, "transfer_to_human_agents", args)
+            _, record = await self.o.run_tool(inp, emit, 0, self.o.domain.transfer_tool, args)
             observations.append(record)
         except Stop as stop:
             emit("dr.guard", stage="mid", step=0, decision="pass", violation="transfer_failed", detail=stop.fallback.trigger)

@@ -5,7 +5,7 @@ One step = one JSON object whose ``"decision"`` field discriminates:
     {"decision": "<read tool>", "args": {...}}                  a typed tool call (read tools only)
     {"decision": "respond"}                                      answer from what is known
     {"decision": "clarify", "question": "..."}                   ask the user
-    {"decision": "select", "entity_id": "#W..." | null}          pick the entity the user means
+    {"decision": "select", "entity_id": "<id>" | null}           pick the entity the user means
     {"decision": "action", "card_id": "card....", "params": {}}  propose a write from the catalogue
     {"decision": "escalate", "reason_code": "<enum>"}            hand over to a person
 
@@ -162,7 +162,7 @@ def decision_schema(
                           "question": {"type": "string", "maxLength": MAX_QUESTION_CHARS}}))
     entity: dict[str, Any] = {"anyOf": [{"enum": list(select_ids)}, {"type": "null"}]} if select_ids else {"type": "null"}
     branches.append(_obj({"decision": {"const": "select"}, "entity_id": entity}))
-    order_ids = [i for i in select_ids if i.startswith("#W")]
+    order_ids = list(select_ids)
     for card_id, params, args_schema in cards:
         branches.append(
             _obj({

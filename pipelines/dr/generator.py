@@ -13,67 +13,31 @@ sentences are logged (``dr.guard`` events) and counted by violation kind.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from pipelines.guardrails import PostGuardView, SentenceSplitter, SentenceVerdict, Violation
+from pipelines.gate import GuardrailsJudge, SentenceGate
+from pipelines.guardrails import PostGuardView, SentenceSplitter
 from pipelines.guardrails.pii import Vault
 from pipelines.protocols import ModelCall, ModelClient
 
 from .contract import ForwardContract
-from .fallback import Counters
 from .ports import Guardrails
 from .prompts import generator_messages, scrub
 
-__all__ = ["ReleaseGate", "generate_reply"]
+__all__ = ["release_gate", "generate_reply"]
 
 
-class ReleaseGate:
-    """Judges sentences one by one and keeps what was released (redacted form)."""
-
-    def __init__(
-        self, guardrails: Guardrails, view: PostGuardView, counters: Counters, emit: Callable[..., None],
-        *, fail_closed: str = "",
-    ) -> None:
-        self.guardrails = guardrails
-        self.fail_closed = fail_closed
-        self.view = view
-        self.counters = counters
-        self.emit = emit
-        self.released: list[str] = []
-        self.withheld = 0
-
-    @property
-    def text(self) -> str:
-        return " ".join(self.released)
-
-    async def release(self, sentence: str, *, source: str = "generator") -> str | None:
-        """The text to deliver for ``sentence`` (itself, the safe wording, or ``None``)."""
-        try:
-            verdict = await self.guardrails.post(sentence, self.view, self.text[-120:])
-        except Exception as exc:  # fail closed: an unjudged sentence is never released
-            verdict = SentenceVerdict(text="", violations=[Violation(kind="guard_unavailable", detail=type(exc).__name__)],
-                                      replacement=self.fail_closed)
-        if not verdict.violations:
-            self.counters.guard("post", "pass")
-            self.released.append(verdict.text)
-            return verdict.text
-        self.withheld += 1
-        self.counters.guard("post", "block")
-        for v in verdict.violations:
-            self.counters.blocked(v.kind)
-        self.emit("dr.guard", stage="post", decision="block", source=source,
-                  kinds=[v.kind for v in verdict.violations],
-                  details=[v.detail for v in verdict.violations], sentence=verdict.text)
-        safe = verdict.replacement
-        if not safe or (self.released and self.released[-1] == safe):
-            return None
-        self.released.append(safe)
-        return safe
+def release_gate(guardrails: Guardrails, view: PostGuardView, counters: Any, emit: Callable[..., None], *,
+                 fail_closed: str = "") -> SentenceGate:
+    """The DR reply's sentence gate: the guardrail table's post-guard, fail closed, logged as ``dr.guard``."""
+    return SentenceGate([GuardrailsJudge(guardrails, view)], counters, emit, stage="post", safe="",
+                        fail_closed=fail_closed, event="dr.guard", source="generator")
 
 
 async def generate_reply(
     models: ModelClient,
     contract: ForwardContract,
-    gate: ReleaseGate,
+    gate: SentenceGate,
     vault: Vault,
     *,
     max_tokens: int = 160,

@@ -21,11 +21,12 @@ observations, so :mod:`pipelines.dr.replay` can re-run the decisions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 from pipelines.errors import ModelTimeout, ToolError, ToolTimeout, UpstreamError
+from pipelines.grounding import CandidateSet, constrain_args
+from pipelines.guardrails.ids import extract_ids
 from pipelines.guardrails.mid import (
     check_args,
     check_consistency,
@@ -34,6 +35,8 @@ from pipelines.guardrails.mid import (
 )
 from pipelines.guardrails.post import Violation
 from pipelines.protocols import ModelCall, ModelClient, StructuredOutput
+from pipelines.spans import guard_decision, tool_span
+from pipelines.telemetry import annotate, stage_span
 
 from .actions import ActionHandler, Stop
 from .contract import ObservationRecord, summarize_result
@@ -45,18 +48,21 @@ from .decisions import (
     Respond,
     Select,
     ToolCall,
+    clean_schema,
     decision_schema,
     parse_decision,
 )
 from .fallback import Counters, fallback
-from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
+from .outcome import Emit, OrchestratorInput, OrchestratorSettings, Outcome
 from .ports import ToolCallResult, ToolRunner
 from .prompts import orchestrator_messages, scrub
 
 __all__ = ["Orchestrator", "Emit"]
 
-Emit = Callable[..., None]
 
+def _orders(ids: Any) -> list[str]:
+    """The order ids among ``ids`` (the shared id extractor decides what an order id is)."""
+    return [i for i in ids if extract_ids(i).get("order")]
 
 class Orchestrator:
     """Runs the decision part of a DR turn; the pipeline turns its :class:`Outcome` into a reply."""
@@ -75,6 +81,9 @@ class Orchestrator:
         self.tools = tools
         self.counters = counters
         self.settings = settings or OrchestratorSettings()
+        self.open_tools = tuple(self.settings.open_tools if self.settings.open_tools is not None else domain.open_reads)
+        self.private_reads = tuple(self.settings.private_reads if self.settings.private_reads is not None
+                                   else domain.private_reads)
         self.actions = ActionHandler(self)
 
     # ---- plumbing --------------------------------------------------------------------
@@ -83,6 +92,7 @@ class Orchestrator:
         """Log and count one mid-guard refusal."""
         self.counters.guard("mid", "block")
         self.counters.blocked(v.kind)
+        guard_decision("mid", "block", kinds=[v.kind], step=step)
         emit("dr.guard", stage="mid", step=step, decision="block", violation=v.kind, detail=v.detail)
 
     async def run_tool(
@@ -91,20 +101,22 @@ class Orchestrator:
         """Resolve placeholders, run one tool, fold the result into the facts; raises :class:`Stop`."""
         session = inp.facts.tool_session(inp.session_id, confirmed=confirmed, locale=inp.locale)
         timeout = self.settings.tool_timeout_s
-        try:
-            async with asyncio.timeout(timeout) if timeout else nullcontext():
-                result = await self.tools.call(name, inp.vault.resolve(args), session)
-        except (ToolTimeout, TimeoutError) as exc:
-            raise Stop(fallback("tool_timeout", name)) from exc
-        except ToolError as exc:
-            raise Stop(fallback("tool_error", f"{name}: {exc.code}")) from exc
-        obs = result.observation
-        red_result = inp.vault.redact_obj(obs.result) if obs.result is not None else None
+        with tool_span(name, args, step=step, confirmed=confirmed) as span:  # args carry placeholders
+            try:
+                async with asyncio.timeout(timeout) if timeout else nullcontext():
+                    result = await self.tools.call(name, inp.vault.resolve(args), session)
+            except (ToolTimeout, TimeoutError) as exc:
+                raise Stop(fallback("tool_timeout", name)) from exc
+            except ToolError as exc:
+                raise Stop(fallback("tool_error", f"{name}: {exc.code}")) from exc
+            obs = result.observation
+            red_result = inp.vault.redact_obj(obs.result) if obs.result is not None else None
+            span.observation(red_result, ok=obs.ok, reason=result.reason)
         record = ObservationRecord(
             step=step, tool=name, args=inp.vault.redact_obj(dict(args)), ok=obs.ok,
             reason=result.reason, summary=summarize_result(name, red_result), result=red_result,
         )
-        auth_refusal = inp.facts.observe(name, result, self.domain.lookup_tools)
+        auth_refusal = inp.facts.observe(name, result, self.domain.lookup_tools, self.domain.authenticate)
         if auth_refusal is not None:
             record = record.model_copy(update={"ok": False, "reason": auth_refusal, "result": None, "summary": ""})
             self.mid_block(emit, step, Violation(kind="other_user", detail=auth_refusal))
@@ -129,29 +141,33 @@ class Orchestrator:
     # ---- eligibility -----------------------------------------------------------------
 
     def eligible_tools(self, inp: OrchestratorInput) -> dict[str, dict[str, Any]]:
-        """Read tools offered now: open reads, lookups before login, private reads after."""
-        names = list(self.settings.open_tools)
+        """Read tools offered now: open reads, lookups before login, private reads after.
+
+        A lookup's arguments can only be what the user typed in this message (the domain's
+        extractors, as enums: :func:`pipelines.grounding.constrain_args`); a lookup with
+        nothing to look up is not offered.
+        """
+        names = list(self.open_tools)
         if inp.facts.authenticated_user_id:
-            names += list(self.settings.private_reads)
+            names += list(self.private_reads)
         else:
             names += sorted(self.domain.lookup_tools)
         tools = {n: self.domain.registry.get(n).args_schema() for n in names if n in self.domain.registry.tools}
-        if "find_user_id_by_email" in tools:
-            # The email can only be one the user wrote (as its placeholder): a model cannot invent one.
-            emails = [p for p in inp.vault.ids() if p.startswith("[EMAIL_") and p in inp.user_text]
-            if emails:
-                schema = dict(tools["find_user_id_by_email"])
-                schema["properties"] = {**schema.get("properties", {}), "email": {"enum": emails}}
-                tools["find_user_id_by_email"] = schema
+        typed = CandidateSet()
+        typed.add_all(self.domain.extract_candidates(inp.user_text), "user")
+        for name in sorted(self.domain.lookup_tools & set(tools)):
+            schema = constrain_args(clean_schema(tools[name]), self.domain.arg_kinds(name), typed)
+            if schema is None:
+                del tools[name]
             else:
-                del tools["find_user_id_by_email"]
+                tools[name] = schema
         return tools
 
     def eligible_cards(self, inp: OrchestratorInput) -> list[Any]:
         """Write cards offered now: none before login; order cards only once an order was observed."""
         if not inp.facts.authenticated_user_id:
             return []
-        has_order = any(i.startswith("#W") for i in inp.facts.observed_ids)
+        has_order = bool(_orders(inp.facts.observed_ids))
         return [
             c for c in self.domain.cards
             if c.kind == "write" and (has_order or "order_id" not in c.required_params)
@@ -161,7 +177,7 @@ class Orchestrator:
         """Entity ids the user may mean: the user's orders, else every observed order."""
         if inp.facts.user_order_ids:
             return list(inp.facts.user_order_ids)
-        return sorted(i for i in inp.facts.observed_ids if i.startswith("#W"))
+        return sorted(_orders(inp.facts.observed_ids))
 
     # ---- the turn --------------------------------------------------------------------
 
@@ -171,7 +187,7 @@ class Orchestrator:
              pending=inp.pending.model_dump(mode="json") if inp.pending else None, confirmation=inp.confirmation,
              route=inp.route, route_rule=inp.route_rule, blocked=inp.blocked, block_rules=inp.block_rules,
              vault_ids=inp.vault.ids(), max_steps=self.settings.max_steps, seed=self.settings.seed,
-             open_tools=list(self.settings.open_tools), private_reads=list(self.settings.private_reads),
+             open_tools=list(self.open_tools), private_reads=list(self.private_reads),
              session_id=inp.session_id, locale=inp.locale)
         observations: list[ObservationRecord] = []
         try:
@@ -180,7 +196,7 @@ class Orchestrator:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
         outcome.observations = observations
         if outcome.fallback is not None:
-            self.counters.fallback(outcome.fallback)
+            self.counters.fallback(outcome.fallback.trigger, outcome.fallback.cls)
             emit("dr.fallback", trigger=outcome.fallback.trigger, cls=outcome.fallback.cls,
                  detail=outcome.fallback.detail)
         if outcome.escalation_reason:
@@ -206,38 +222,41 @@ class Orchestrator:
     async def _loop(self, inp: OrchestratorInput, emit: Emit, observations: list[ObservationRecord]) -> Outcome:
         s = self.settings
         for step in range(1, s.max_steps + 1):
-            tools = self.eligible_tools(inp)
-            cards = self.eligible_cards(inp)
-            select_ids = self.candidates(inp)
-            schema = decision_schema(
-                tools, [(c.id, c.required_params, self.domain.registry.get(c.tool).args_schema()) for c in cards],
-                select_ids,
-            )
-            state = {"authenticated_user": inp.facts.authenticated_user_id or "no"}
-            if select_ids:
-                state["orders"] = ",".join(select_ids)
-            messages = orchestrator_messages(
-                tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
-                user_text=inp.user_text, state=state, observations=observations,
-            )
-            call = ModelCall(
-                messages=scrub(messages, inp.vault), max_tokens=s.max_tokens, temperature=0.0, seed=s.seed,
-                structured_output=StructuredOutput(kind="json", spec=schema),
-            )
-            raw = await self._complete(call)
-            try:
-                decision = parse_decision(raw)
-            except DecisionError as exc:
-                emit("dr.step", step=step, raw=raw, decision=None, error=exc.detail)
-                self.mid_block(emit, step, Violation(kind="malformed_output", detail=exc.detail))
-                raise Stop(fallback("malformed_output", exc.detail)) from exc
-            emit("dr.step", step=step, raw=raw, decision=decision.model_dump(mode="json"), error=None)
-            if isinstance(decision, ToolCall):
-                await self._tool_step(inp, emit, step, decision, tools, observations)
-                continue
-            out = await self._terminal(inp, emit, step, decision, observations)
-            out.steps = step
-            return out
+            with stage_span("step", role="orchestrator", step=step) as step_span:
+                tools = self.eligible_tools(inp)
+                cards = self.eligible_cards(inp)
+                select_ids = self.candidates(inp)
+                schema = decision_schema(
+                    tools, [(c.id, c.required_params, self.domain.registry.get(c.tool).args_schema()) for c in cards],
+                    select_ids,
+                )
+                state = {"authenticated_user": inp.facts.authenticated_user_id or "no"}
+                if select_ids:
+                    state["orders"] = ",".join(select_ids)
+                messages = orchestrator_messages(
+                    policy=self.domain.orchestrator_policy, tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
+                    user_text=inp.user_text, state=state, observations=observations,
+                )
+                call = ModelCall(
+                    messages=scrub(messages, inp.vault), max_tokens=s.max_tokens, temperature=0.0, seed=s.seed,
+                    structured_output=StructuredOutput(kind="json", spec=schema),
+                )
+                raw = await self._complete(call)
+                try:
+                    decision = parse_decision(raw)
+                except DecisionError as exc:
+                    annotate(step_span, decision="malformed_output")
+                    emit("dr.step", step=step, raw=raw, decision=None, error=exc.detail)
+                    self.mid_block(emit, step, Violation(kind="malformed_output", detail=exc.detail))
+                    raise Stop(fallback("malformed_output", exc.detail)) from exc
+                annotate(step_span, decision=decision.decision, output=raw)
+                emit("dr.step", step=step, raw=raw, decision=decision.model_dump(mode="json"), error=None)
+                if isinstance(decision, ToolCall):
+                    await self._tool_step(inp, emit, step, decision, tools, observations)
+                    continue
+                out = await self._terminal(inp, emit, step, decision, observations)
+                out.steps = step
+                return out
         return Outcome(path="fallback", fallback=fallback("step_cap", f"{s.max_steps} steps"), steps=s.max_steps)
 
     async def _tool_step(
@@ -259,6 +278,7 @@ class Orchestrator:
             self.mid_block(emit, step, v)
             raise Stop(fallback("inconsistent_observation", f"{v.kind}: {v.detail}"))
         self.counters.guard("mid", "pass")
+        guard_decision("mid", "pass", step=step, tool=d.decision)
         _, record = await self.run_tool(inp, emit, step, d.decision, d.args)
         observations.append(record)
 

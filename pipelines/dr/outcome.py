@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,16 +12,10 @@ from .contract import EligibleAction, ObservationRecord, Path
 from .fallback import Fallback
 from .state import PendingAction, SessionFacts
 
-__all__ = ["OrchestratorSettings", "OrchestratorInput", "Outcome", "OPEN_TOOLS", "PRIVATE_READS"]
+__all__ = ["OrchestratorSettings", "OrchestratorInput", "Outcome", "Emit"]
 
-OPEN_TOOLS: tuple[str, ...] = (
-    "search_help_articles",
-    "list_all_product_types",
-    "get_product_details",
-    "get_item_details",
-)
-PRIVATE_READS: tuple[str, ...] = ("get_user_details", "get_order_details")
-
+#: Logs one structured event of the turn: ``emit(kind, **fields)``.
+Emit = Callable[..., None]
 
 @dataclass(frozen=True)
 class OrchestratorSettings:
@@ -31,8 +26,8 @@ class OrchestratorSettings:
     max_tokens: int = 160
     model_timeout_s: float | None = 30.0
     tool_timeout_s: float | None = 10.0
-    open_tools: tuple[str, ...] = OPEN_TOOLS
-    private_reads: tuple[str, ...] = PRIVATE_READS
+    open_tools: tuple[str, ...] | None = None  # None: the domain's open reads
+    private_reads: tuple[str, ...] | None = None  # None: the domain's private reads (once verified)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

@@ -26,16 +26,19 @@ from typing import Any
 
 from pipelines.errors import UpstreamError
 from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
+from pipelines.gate import SentenceGate
 from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import Vault
 from pipelines.protocols import ModelClient
-from pipelines.telemetry import stage_span
+from pipelines.semconv import SpanKind
+from pipelines.spans import guard_span
+from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .assemble import build_forward
 from .contract import build_return, check_closure
 from .fallback import Counters, fallback
-from .generator import ReleaseGate, generate_reply
+from .generator import generate_reply, release_gate
 from .orchestrator import Orchestrator
 from .outcome import OrchestratorInput, OrchestratorSettings, Outcome
 from .ports import Guardrails, LocalGuardrails, ToolRunner
@@ -54,13 +57,21 @@ class DRSettings:
     seed: int = 0
     max_sentences: int = 3
     history_turns: int = 2
-    fallback_reply: str = (
-        "I'm sorry, I can't complete that right now. I can help with your orders, returns, "
-        "exchanges and account questions."
-    )
-    handoff_message: str = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
-    clarify_choose: str = "Which order do you mean?"
-    clarify_default: str = "Could you tell me a little more about what you need?"
+    # The texts (locale data) default to the domain's (DomainTexts): "" means "the domain's".
+    fallback_reply: str = ""
+    handoff_message: str = ""
+    clarify_choose: str = ""
+    clarify_default: str = ""
+
+
+def _with_domain_texts(s: DRSettings, domain: Any) -> DRSettings:
+    """``s`` with every empty text taken from the domain's texts."""
+    import dataclasses
+
+    t = domain.texts
+    defaults = {"fallback_reply": t.fallback, "handoff_message": t.handoff,
+                "clarify_default": t.question("details")}
+    return dataclasses.replace(s, **{k: v for k, v in defaults.items() if not getattr(s, k)})
 
 
 class DRPipeline:
@@ -82,7 +93,7 @@ class DRPipeline:
         self.models = models
         self.tools = tools
         self.guardrails: Guardrails = guardrails or LocalGuardrails()
-        self.settings = settings or DRSettings()
+        self.settings = _with_domain_texts(settings or DRSettings(), domain)
         self.counters = counters or Counters()
         self.orchestrator = Orchestrator(
             domain, models, tools, counters=self.counters, settings=self.settings.orchestrator
@@ -94,8 +105,11 @@ class DRPipeline:
         pending, facts.pending_action = facts.pending_action, None
         ctx.meta[META_KEY] = {"facts": facts.to_meta()}
         t0 = time.perf_counter()
-        with stage_span("pre_guard", turn_id=ctx.turn_id):
+        with stage_span("pre_guard", kind=SpanKind.GUARDRAIL, turn_id=ctx.turn_id) as span:
             pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
+            annotate(span, guard_stage="pre", guard_decision="block" if pre.blocked else "route" if pre.route else "pass",
+                     guard_kinds=[h.kind for h in pre.hits] or None, output=pre.text, rules_version=pre.rules_version)
+        annotate(input=pre.text)  # the turn span: the user's text as the event log has it (redacted)
         ctx.rules_version = pre.rules_version
         vault = Vault.from_entries(pre.vault)
 
@@ -118,22 +132,26 @@ class DRPipeline:
             blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
         )
         t1 = time.perf_counter()
-        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id):
+        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
             outcome = await self.orchestrator.run(inp, emit)
+            fb = outcome.fallback
+            annotate(span, path=outcome.path, card_id=outcome.card_id, escalation=outcome.escalation_reason,
+                     steps=outcome.steps, fallback_trigger=fb.trigger if fb else None, fallback_class=fb.cls if fb else None)
         ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
-        gate = ReleaseGate(self.guardrails, forward.guard_view(), self.counters, emit, fail_closed=s.fallback_reply)
+        view = forward.guard_view()
+        gate = release_gate(self.guardrails, view, self.counters, emit, fail_closed=s.fallback_reply)
         t2 = time.perf_counter()
         card_sent: str | None = None
         with stage_span("generate", role="generator", turn_id=ctx.turn_id):
             if outcome.path == "escalate":
                 reason = outcome.escalation_reason or "out_of_scope"
                 yield EscalationEvent(reason_code=reason, message=s.handoff_message)
-                gate.released.append(s.handoff_message)
+                gate.add_trusted(s.handoff_message)
                 yield ReplyDelta(text=s.handoff_message)
             elif outcome.path == "clarify":
-                question = await self._question(gate, outcome)
+                question = await self._question(gate, view, outcome)
                 yield ClarifyEvent(question=vault.restore(question), options=list(outcome.clarify_options))
                 yield ReplyDelta(text=vault.restore(question))
             else:
@@ -153,11 +171,15 @@ class DRPipeline:
         return ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
                                params=dict(outcome.card_params))
 
-    async def _question(self, gate: ReleaseGate, outcome: Outcome) -> str:
+    async def _question(self, gate: SentenceGate, view: Any, outcome: Outcome) -> str:
         s = self.settings
-        default = s.clarify_choose if outcome.clarify_options else s.clarify_default
+        default = s.clarify_default
+        if outcome.clarify_options:
+            default = s.clarify_choose or self.domain.texts.question("choose", options=", ".join(outcome.clarify_options))
         if outcome.clarify_question:
-            verdict = await self.guardrails.post(outcome.clarify_question, gate.view)
+            with guard_span("post", text=outcome.clarify_question, source="clarify") as g:
+                verdict = await self.guardrails.post(outcome.clarify_question, view)
+                g.decision("block" if verdict.violations else "pass", kinds=[v.kind for v in verdict.violations])
             if verdict.violations:
                 for v in verdict.violations:
                     self.counters.blocked(v.kind)
@@ -166,12 +188,12 @@ class DRPipeline:
                           kinds=[v.kind for v in verdict.violations], sentence=verdict.text)
             else:
                 self.counters.guard("post", "pass")
-                gate.released.append(verdict.text)
+                gate.add_trusted(verdict.text)
                 return verdict.text
-        gate.released.append(default)
+        gate.add_trusted(default)
         return default
 
-    async def _reply(self, ctx: TurnContext, forward: Any, gate: ReleaseGate, vault: Vault,
+    async def _reply(self, ctx: TurnContext, forward: Any, gate: SentenceGate, vault: Vault,
                      outcome: Outcome, emit: Any) -> AsyncIterator[ReplyDelta]:
         s = self.settings
         first = True
@@ -186,19 +208,19 @@ class DRPipeline:
             code = getattr(exc, "code", "model_timeout")
             fb = fallback("model_timeout" if code == "model_timeout" or isinstance(exc, TimeoutError) else "model_error",
                           f"generator: {code}")
-            self.counters.fallback(fb)
+            self.counters.fallback(fb.trigger, fb.cls)
             emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
             if outcome.fallback is None:
                 outcome.fallback = fb
             if first:
-                gate.released.append(s.fallback_reply)
+                gate.add_trusted(s.fallback_reply)
                 yield ReplyDelta(text=s.fallback_reply)
                 first = False
         if first:
-            gate.released.append(s.fallback_reply)
+            gate.add_trusted(s.fallback_reply)
             yield ReplyDelta(text=s.fallback_reply)
 
-    def _finish(self, ctx: TurnContext, forward: Any, gate: ReleaseGate, outcome: Outcome, facts: Any,
+    def _finish(self, ctx: TurnContext, forward: Any, gate: SentenceGate, outcome: Outcome, facts: Any,
                 vault: Vault, card_sent: str | None, rules_version: str, emit: Any) -> None:
         ret = build_return(gate.text, forward, card_id=card_sent, sentences=len(gate.released))
         trusted = {self.settings.handoff_message, self.settings.fallback_reply}
@@ -210,6 +232,9 @@ class DRPipeline:
         facts.vault_ids = vault.ids()
         if outcome.fallback is not None:
             ctx.status = "fallback"
+        fb = outcome.fallback
+        annotate(path=outcome.path, card_id=card_sent, fallback_trigger=fb.trigger if fb else None,  # the turn span
+                 fallback_class=fb.cls if fb else None)
         ctx.meta[META_KEY] = {
             "facts": facts.to_meta(),
             "path": outcome.path,

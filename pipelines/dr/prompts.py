@@ -22,11 +22,8 @@ from .contract import ForwardContract, ObservationRecord, state_from_observation
 
 __all__ = ["orchestrator_messages", "generator_messages", "render_contract", "scrub", "PATH_INSTRUCTIONS"]
 
-_ORCH_SYSTEM = (
-    "You plan the next step of a retail support assistant. Output one JSON decision only.\n"
-    "Verify the user first (email, or name and zip). One tool call per step. "
-    "Changes to orders only through an action card; the user confirms later. "
-    "Use only ids from the observations or the user's words.\n"
+_ORCH_FORMAT = (
+    "Plan the next step. Output one JSON decision only. One tool call per step.\n"
     "Decisions: a tool name with args; respond; clarify with a question; select an entity_id "
     "(null if unsure); action with card_id and params; escalate with a reason_code."
 )
@@ -54,6 +51,7 @@ def _obs_line(i: int, o: ObservationRecord) -> str:
 
 def orchestrator_messages(
     *,
+    policy: str = "",
     tools: dict[str, dict[str, Any]],
     cards: list[tuple[str, tuple[str, ...]]],
     history: list[tuple[str, str]],
@@ -65,7 +63,7 @@ def orchestrator_messages(
     lines = ["Tools: " + "; ".join(_sig(n, s) for n, s in sorted(tools.items()))]
     if cards:
         lines.append("Cards: " + "; ".join(f"{cid}({', '.join(p)})" for cid, p in cards))
-    system = _ORCH_SYSTEM + "\n" + "\n".join(lines)
+    system = (policy + "\n" if policy else "") + _ORCH_FORMAT + "\n" + "\n".join(lines)
     parts: list[str] = []
     for u, a in history[-2:]:
         parts.append(f"U: {u[:200]}")
@@ -107,12 +105,13 @@ def render_contract(c: ForwardContract) -> str:
     return "\n".join(out)
 
 
-def generator_messages(c: ForwardContract, *, max_sentences: int = 3) -> list[ChatMessage]:
+def generator_messages(c: ForwardContract, *, max_sentences: int = 3,
+                       persona: str = "You write the reply of a support assistant.") -> list[ChatMessage]:
     """The generator's messages: rules, the path's instruction, the rendered contract."""
     key = "answer_executed" if c.selected_path == "answer" and c.write_executed() else c.selected_path
     instruction = PATH_INSTRUCTIONS.get(key, PATH_INSTRUCTIONS["answer"])
     system = (
-        "You write the reply of a retail support assistant. Use only the facts, ids and amounts below; "
+        f"{persona} Use only the facts, ids and amounts below; "
         "never promise anything else and never mention other actions. "
         f"At most {max_sentences} short sentences, plain text, language of locale '{c.locale}'.\n{instruction}"
     )

@@ -22,8 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.domains.support import authenticate
-from pipelines.errors import TandemError
+from pipelines.errors import IneligibleAction, TandemError
 from pipelines.guardrails.ids import extract_ids, walk_strings
 from pipelines.guardrails.pre import normalize_reply
 from pipelines.protocols import TurnRecord
@@ -42,6 +41,15 @@ __all__ = [
 ]
 
 META_KEY = "dr"
+
+
+def one_user_per_session(ctx: ToolContext, user_id: str) -> ToolContext:
+    """The default verification rule: a second, different user is refused (``other_user``)."""
+    if ctx.authenticated_user_id not in (None, user_id):
+        raise IneligibleAction("another user is already verified in this session [other_user]",
+                               details={"reason": "other_user"})
+    ctx.authenticated_user_id = user_id
+    return ctx
 
 
 class PendingAction(BaseModel):
@@ -88,7 +96,8 @@ class SessionFacts(BaseModel):
         """Record the entity ids the user typed (they may be read, never acted on unseen)."""
         self.add_ids("mentioned_ids", set().union(*extract_ids(redacted_text).values()) if redacted_text else set())
 
-    def observe(self, tool: str, result: ToolCallResult, lookup_tools: frozenset[str]) -> str | None:
+    def observe(self, tool: str, result: ToolCallResult, lookup_tools: frozenset[str],
+                authenticate: Any = None) -> str | None:
         """Fold one tool result into the facts; returns a refusal reason if authentication was refused."""
         obs = result.observation
         if not obs.ok or obs.result is None:
@@ -97,19 +106,19 @@ class SessionFacts(BaseModel):
         ids = set(result.observed_ids).union(*found.values()) if found else set(result.observed_ids)
         reason = None
         if tool in lookup_tools:
-            reason = self.authenticate(str(obs.result.get("user_id", "")))
+            reason = self.authenticate(str(obs.result.get("user_id", "")), authenticate)
             if reason is not None:
                 ids.discard(str(obs.result.get("user_id", "")))
-        if tool == "get_user_details" and obs.result.get("user_id") == self.authenticated_user_id:
-            self.add_ids("user_order_ids", [str(o) for o in obs.result.get("orders", [])])
+        if isinstance(obs.result.get("orders"), list) and obs.result.get("user_id") == self.authenticated_user_id:
+            self.add_ids("user_order_ids", [str(o) for o in obs.result["orders"]])
         self.add_ids("observed_ids", ids)
         return reason
 
-    def authenticate(self, user_id: str) -> str | None:
-        """Authenticate ``user_id`` (the support pack's rule: one user per session)."""
+    def authenticate(self, user_id: str, rule: Any = None) -> str | None:
+        """Authenticate ``user_id`` with the domain's ``rule`` (default: one user per session)."""
         ctx = ToolContext(authenticated_user_id=self.authenticated_user_id)
         try:
-            authenticate(ctx, user_id)
+            (rule or one_user_per_session)(ctx, user_id)
         except TandemError as exc:
             return str(exc.details.get("reason") or exc.code)
         self.authenticated_user_id = ctx.authenticated_user_id

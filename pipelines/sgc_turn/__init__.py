@@ -16,7 +16,7 @@ Nothing here imports Ray or vLLM.
 from .contract import C1, C2, C3, ReplyContract, SgcSettings
 from .counters import SgcCounters
 from .factory import SGC_KINDS, SgcKind, build_sgc_pipeline
-from .guard import GUARD_KINDS, GuardGate, ReplyJudge
+from .guard import GUARD_KINDS, CoachJudge, ReplyJudge, guard_gate
 from .pe_agent import PlanExecutePipeline
 from .pipeline import SgcPipeline
 from .ports import (
@@ -42,7 +42,8 @@ __all__ = [
     "SgcKind",
     "build_sgc_pipeline",
     "GUARD_KINDS",
-    "GuardGate",
+    "CoachJudge",
+    "guard_gate",
     "ReplyJudge",
     "PlanExecutePipeline",
     "SgcPipeline",

@@ -10,70 +10,30 @@ Families (``family -> key -> count``)::
     tools              ok | failed | timeout
     w2                 slots_ok | slots_invalid | grounded | ground_failed | repairs | conflicts.<tier>
     w3                 issued.<branch> | none
-    post_guard         pass | block
+    guard              post.pass | post.block
     blocked            unowned_recommendation | unreferenced_entity | contradiction | forbidden_praise
     delivered_violations  same kinds, found by the audit of an unguarded rung (pe_agent, sgc_w1)
     fallbacks          perception_error | plan_invalid | facts_unavailable | model_error
 
-Every increment goes through :meth:`SgcCounters._inc`.
+``SgcCounters`` is :class:`pipelines.counters.Counters`: one family, one signature per counter.
 """
 
 from __future__ import annotations
 
-from pipelines.counters import CounterFamilies
-from pipelines.sgc.phi import PhiOutcome
+from pipelines.counters import Counters
 
-__all__ = ["SgcCounters"]
-
-
-class SgcCounters(CounterFamilies):
-    """Plain dict counters, shared by every pipeline of one replica."""
-
-    FAMILIES = (
-        "phi", "fall_through", "dispatch", "plan_ignored", "snapshot", "tools", "w2", "w3",
-        "post_guard", "blocked", "delivered_violations", "fallbacks",
-    )
+__all__ = ["SgcCounters", "SGC_FALLBACK_CLASSES", "sgc_fallback"]
 
 
+#: The SGC ladder counts through the one family every pipeline shares.
+SgcCounters = Counters
 
-    def phi(self, outcome: PhiOutcome) -> None:
-        """One Φ lookup; a miss is also a fall-through (unmapped vs state unavailable)."""
-        self._inc("phi", outcome.kind)
-        if outcome.kind == "miss_unmapped":
-            self._inc("fall_through", "unmapped")
-        elif outcome.kind == "miss_state_unavailable":
-            self._inc("fall_through", "state_unavailable")
-
-    def dispatch(self, source: str) -> None:
-        self._inc("dispatch", source)
-
-    def plan_ignored(self, intent: str, sub_intent: str) -> None:
-        self._inc("plan_ignored", f"{intent}/{sub_intent}")
-
-    def state_load(self, kind: str) -> None:
-        """A snapshot event: prewarm, restored, fill, refresh, probe_failed."""
-        self._inc("snapshot", kind)
-
-    def tool(self, outcome: str) -> None:
-        self._inc("tools", outcome)
-
-    def w2(self, key: str, n: int = 1) -> None:
-        self._inc("w2", key, n)
-
-    def w3(self, key: str) -> None:
-        self._inc("w3", key)
-
-    def guard(self, decision: str) -> None:
-        self._inc("post_guard", decision)
-
-    def blocked(self, kind: str) -> None:
-        self._inc("blocked", kind)
-
-    def delivered_violation(self, kind: str) -> None:
-        self._inc("delivered_violations", kind)
-
-    def fallback(self, trigger: str) -> None:
-        self._inc("fallbacks", trigger)
+#: The class of each SGC fallback trigger (``Counters.fallback(trigger, cls)``).
+SGC_FALLBACK_CLASSES: dict[str, str] = {
+    "perception_error": "infra", "plan_invalid": "infra", "facts_unavailable": "infra", "model_error": "infra",
+}
 
 
-
+def sgc_fallback(counters: Counters, trigger: str) -> None:
+    """Count one SGC fallback with its class."""
+    counters.fallback(trigger, SGC_FALLBACK_CLASSES.get(trigger, "infra"))

@@ -13,26 +13,29 @@ Each sentence the generator completes is judged before it is released:
   sentences (:func:`~pipelines.sgc.psi.check_paragraph_contradictions`) are a
   ``contradiction``.
 
-In ``enforce`` mode a violating sentence is withheld and replaced by a safe
-wording (never the same one twice in a row); in ``observe`` mode (the audit of
-the unguarded rungs) it is released and counted as a delivered violation.
+:func:`guard_gate` plugs the judge into the one sentence gate
+(:class:`pipelines.gate.SentenceGate`): in ``enforce`` mode a violating sentence is
+withheld and replaced by a safe wording (never the same one twice in a row); in
+``observe`` mode (the audit of the unguarded rungs) it is released and counted as a
+delivered violation.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.gate import Judgement, SentenceGate
+from pipelines.guardrails.post import Violation
 from pipelines.sgc.psi import DEFAULT_INCOMPATIBLE, Paragraph, check_paragraph_contradictions
 
 from .contract import ReplyContract
-from .counters import SgcCounters
 from .ports import CoachFacts
 
-__all__ = ["GUARD_KINDS", "SentenceCheck", "ReplyJudge", "GuardGate", "judge_kinds"]
+__all__ = ["GUARD_KINDS", "SentenceCheck", "ReplyJudge", "CoachJudge", "guard_gate", "judge_kinds"]
 
 GUARD_KINDS = ("unowned_recommendation", "unreferenced_entity", "forbidden_praise", "contradiction")
 _PRAISE = re.compile(r"\b(great|excellent|perfect|awesome|well done|nice|good (?:choice|pick|call)|"
@@ -117,51 +120,37 @@ class ReplyJudge:
         self.released.extend(check.judgements)
 
 
-class GuardGate:
-    """Releases sentences through a :class:`ReplyJudge` (``enforce``) or only audits them (``observe``)."""
+class CoachJudge:
+    """The coach's :class:`ReplyJudge` as a judge of the one sentence gate (:class:`pipelines.gate.SentenceGate`).
 
-    def __init__(self, judge: ReplyJudge, counters: SgcCounters, emit: Callable[..., None], *,
-                 mode: Literal["enforce", "observe"], safe_unowned: str, safe_contradiction: str) -> None:
-        self.judge = judge
-        self.counters = counters
-        self.emit = emit
-        self.mode = mode
+    A violation carries its safe wording: the ownership one for an unowned or
+    unreferenced creature, the consistency one otherwise. Released sentences
+    (passed, or observed by an audit) are remembered for the contradiction check.
+    """
+
+    def __init__(self, judge: ReplyJudge, *, safe_unowned: str, safe_contradiction: str) -> None:
+        self.reply_judge = judge
         self.safe_unowned = safe_unowned
         self.safe_contradiction = safe_contradiction
-        self.released: list[str] = []
-        self.withheld: list[dict[str, Any]] = []
-        self.observed: list[str] = []
+        self._last: SentenceCheck | None = None
 
-    def release(self, sentence: str) -> str | None:
-        """The text to deliver for ``sentence``: itself, a safe wording, or ``None``."""
-        check = self.judge.check(sentence)
+    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
+        check = self._last = self.reply_judge.check(sentence)
         if not check.violations:
-            if self.mode == "enforce":
-                self.counters.guard("pass")
-            self.judge.accept(check)
-            self.released.append(sentence)
-            return sentence
-        if self.mode == "observe":
-            for kind in check.violations:
-                self.counters.delivered_violation(kind)
-            self.observed.extend(check.violations)
-            self.emit("sgc.post_guard", decision="observe", kinds=check.violations, sentence=sentence)
-            self.judge.accept(check)
-            self.released.append(sentence)
-            return sentence
-        self.counters.guard("block")
-        for kind in check.violations:
-            self.counters.blocked(kind)
-        self.withheld.append({"kinds": check.violations, "unowned": check.unowned})
-        self.emit("sgc.post_guard", decision="block", kinds=check.violations, unowned=check.unowned,
-                  sentence=sentence)
+            return Judgement(text=sentence)
         unowned = {"unowned_recommendation", "unreferenced_entity"} & set(check.violations)
-        safe = self.safe_unowned if unowned else self.safe_contradiction
-        if not safe or (self.released and self.released[-1] == safe):
-            return None
-        self.released.append(safe)
-        return safe
+        return Judgement(text=sentence, violations=[Violation(kind=k, detail=",".join(check.unowned))
+                                                    for k in check.violations],
+                         replacement=self.safe_unowned if unowned else self.safe_contradiction)
 
-    def summary(self) -> dict[str, Any]:
-        return {"mode": self.mode, "released": len(self.released), "withheld": len(self.withheld),
-                "kinds": sorted({k for w in self.withheld for k in w["kinds"]} | set(self.observed))}
+    def accept(self, verdict: Judgement) -> None:
+        if self._last is not None:
+            self.reply_judge.accept(self._last)
+            self._last = None
+
+
+def guard_gate(judge: ReplyJudge, counters: Any, emit: Callable[..., None], *, mode: Literal["enforce", "observe"],
+               safe_unowned: str, safe_contradiction: str) -> SentenceGate:
+    """The coach reply's sentence gate (``enforce``: withhold and replace; ``observe``: audit only)."""
+    return SentenceGate([CoachJudge(judge, safe_unowned=safe_unowned, safe_contradiction=safe_contradiction)],
+                        counters, emit, stage="post", safe="", mode=mode, event="sgc.post_guard")

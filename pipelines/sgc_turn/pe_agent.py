@@ -28,8 +28,8 @@ from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
 
 from .contract import ReplyContract, SgcSettings, observation_view, plan_messages
-from .counters import SgcCounters
-from .guard import GuardGate, ReplyJudge
+from .counters import SgcCounters, sgc_fallback
+from .guard import ReplyJudge, guard_gate
 from .pipeline import audit_facts_result
 from .ports import CoachTools
 from .steps import Generation, call_tool, collect, next_turn_index
@@ -100,7 +100,7 @@ class PlanExecutePipeline:
                 with stage_span("plan", role="orchestrator", turn_id=ctx.turn_id):
                     plan = parse_plan(await collect(self.models.stream("orchestrator", call)), self.tool_names)
             except (UpstreamError, ValidationError, ValueError) as exc:
-                self.counters.fallback("plan_invalid")
+                sgc_fallback(self.counters, "plan_invalid")
                 meta["fallback"] = "plan_invalid"
                 ctx.status = "fallback"
                 emit("sgc.fallback", trigger="plan_invalid", detail=getattr(exc, "code", type(exc).__name__))
@@ -126,7 +126,7 @@ class PlanExecutePipeline:
             facts = await audit_facts_result(audit) if audit is not None else None
             gate = None
             if facts is not None:
-                gate = GuardGate(ReplyJudge(facts, contract), self.counters, emit, mode="observe",
+                gate = guard_gate(ReplyJudge(facts, contract), self.counters, emit, mode="observe",
                                  safe_unowned=s.safe_unowned, safe_contradiction=s.safe_contradiction)
             gen = Generation(self.models, s, self.counters, emit)
             t2 = self.clock()

@@ -189,7 +189,7 @@ class Perception:
 
     def _on_sub_intent(self, step: SubIntentParsed) -> None:
         phi: PhiOutcome = self.run.phi  # type: ignore[union-attr, assignment]
-        self.counters.phi(phi)
+        self.counters.phi(phi.kind)
         c1 = C1(intent=step.intent, sub_intent=step.sub_intent)
         if self.run.dispatched is not None and self.dispatch is None:  # type: ignore[union-attr]
             self._dispatch(self.run.dispatched)  # type: ignore[union-attr]

@@ -29,11 +29,12 @@ from pipelines.domains.coach import (
 )
 from pipelines.domains.coach.sessions import SUPPORTED_STYLES
 from pipelines.domains.coach.world import CoachWorld
+from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.sgc.phi import PhiTable
 from pipelines.sgc.snapshot import LoadedState
 from pipelines.sgc.tables import ReloadOutcome, RuleTablesHolder
 from pipelines.sgc.w2 import LiveFacts, QuerySlots, ground, plan_conflicts
-from pipelines.tools import ToolContext, ToolObservation, ToolRegistry
+from pipelines.tools import ToolContext, ToolRegistry
 
 from .w3_kernel import ScheduleResult, decide_w3
 
@@ -77,10 +78,15 @@ class CoachFacts(BaseModel):
 
 @runtime_checkable
 class CoachTools(Protocol):
-    """The coach's typed tools and live session state (a CPU deployment in ``serve/``)."""
+    """The coach's typed tools behind the one tool port (:class:`pipelines.dr.ports.ToolRunner`), and
+    the live session state (a CPU deployment in ``serve/``)."""
 
-    async def call(self, name: str, args: dict[str, Any], session_id: str) -> ToolObservation:
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
         """Validate, check eligibility and run one tool as the session's user; refusals are failed observations."""
+        ...
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        """Always ``None``: the coach has no write tools."""
         ...
 
     async def load_state(self, session_id: str, keys: Sequence[str]) -> LoadedState:
@@ -168,9 +174,13 @@ class LocalCoachTools:
         s = self.sessions.get(session_id)
         return ToolContext(session_id=session_id, authenticated_user_id=s.user_id if s else None)
 
-    async def call(self, name: str, args: dict[str, Any], session_id: str) -> ToolObservation:
-        self.calls.append((name, dict(args), session_id))
-        return self.registry.call(name, dict(args), self._ctx(session_id), self.world)
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        self.calls.append((name, dict(args), session.session_id))
+        obs = self.registry.call(name, dict(args), self._ctx(session.session_id), self.world)
+        return ToolCallResult(observation=obs, reason=obs.error_code)
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        return None
 
     async def load_state(self, session_id: str, keys: Sequence[str]) -> LoadedState:
         s = self.sessions.get(session_id)

@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
+from pipelines.gate import SentenceGate
 from pipelines.guardrails import SentenceSplitter
 from pipelines.protocols import ModelCall, ModelClient, TurnRecord
 from pipelines.sgc.w1 import ToolCall
+from pipelines.spans import tool_span
 from pipelines.tools import ToolObservation
 
 from .contract import ReplyContract, SgcSettings, generator_messages
-from .counters import SgcCounters
-from .guard import GuardGate
+from .counters import SgcCounters, sgc_fallback
 from .ports import CoachTools
 
 __all__ = ["next_turn_index", "call_tool", "collect", "Generation"]
@@ -34,9 +36,12 @@ async def call_tool(tools: CoachTools, call: ToolCall, session_id: str, *, timeo
     """Run one tool call; a timeout or a failure of the port becomes a failed observation."""
     args = dict(call.args)
     try:
-        async with asyncio.timeout(timeout_s):
-            raw = await tools.call(call.tool, args, session_id)
-        obs = raw if isinstance(raw, ToolObservation) else ToolObservation.model_validate(raw)
+        with tool_span(call.tool, args) as span:
+            async with asyncio.timeout(timeout_s):
+                raw = await tools.call(call.tool, args, ToolSession(session_id=session_id))
+            res = raw if isinstance(raw, ToolCallResult) else ToolCallResult.model_validate(raw)
+            obs = res.observation
+            span.observation(obs.result, ok=obs.ok, reason=res.reason or obs.error_code)
     except TimeoutError:
         counters.tool("timeout")
         return ToolObservation(tool=call.tool, args=args, ok=False, error_code="tool_timeout",
@@ -70,7 +75,7 @@ class Generation:
         return ModelCall(messages=generator_messages(contract), max_tokens=s.max_reply_tokens,
                          temperature=s.temperature, seed=s.seed)
 
-    async def run(self, contract: ReplyContract, gate: GuardGate | None) -> AsyncIterator[ReplyDelta]:
+    async def run(self, contract: ReplyContract, gate: SentenceGate | None) -> AsyncIterator[ReplyDelta]:
         """Yield the reply; on a model failure before any text, the fallback reply (``failed`` is set)."""
         parts: list[str] = []
         guarded = gate is not None and gate.mode == "enforce"
@@ -84,19 +89,19 @@ class Generation:
                     yield ReplyDelta(text=delta)
                     continue
                 for sentence in splitter.feed(delta):
-                    out = gate.release(sentence)  # type: ignore[union-attr]
+                    out = await gate.release(sentence)  # type: ignore[union-attr]
                     if out is not None:
                         parts.append(("" if not parts else " ") + out)
                         yield ReplyDelta(text=parts[-1])
             if guarded:
                 for sentence in splitter.flush():
-                    out = gate.release(sentence)  # type: ignore[union-attr]
+                    out = await gate.release(sentence)  # type: ignore[union-attr]
                     if out is not None:
                         parts.append(("" if not parts else " ") + out)
                         yield ReplyDelta(text=parts[-1])
         except UpstreamError as exc:
             self.failed = True
-            self.counters.fallback("model_error")
+            sgc_fallback(self.counters, "model_error")
             self.emit("sgc.fallback", trigger="model_error", stage="generate", code=exc.code)
         if not parts:
             self.failed = True
@@ -106,4 +111,4 @@ class Generation:
         if gate is not None and gate.mode == "observe":
             audit = SentenceSplitter()
             for sentence in audit.feed(self.text) + audit.flush():
-                gate.release(sentence)
+                await gate.release(sentence)

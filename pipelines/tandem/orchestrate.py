@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.domain import TurnFacts
-from pipelines.dr.actions import TRANSFER_REASONS
 from pipelines.dr.contract import EligibleAction
 from pipelines.dr.fallback import Fallback, fallback
 from pipelines.dr.outcome import Outcome
@@ -160,10 +159,11 @@ class Orchestrator:
 
     async def escalate(self, reason_code: str) -> Outcome:
         """Hand over to a person: the transfer tool runs if the domain has one; its failure never blocks."""
-        if "transfer_to_human_agents" in self.domain.registry.tools:
+        tool = getattr(self.domain, "transfer_tool", None)
+        if tool and tool in self.domain.registry.tools:
             args = {"summary": (self.facts.user_text or "user asked for help")[:200],
-                    "reason_code": TRANSFER_REASONS.get(reason_code, "other")}
-            await self.caller.call("transfer_to_human_agents", args, step=0)
+                    "reason_code": self.domain.transfer_reasons.get(reason_code, "other")}
+            await self.caller.call(tool, args, step=0)
         self.counters.escalation(reason_code)
         return Outcome(path="escalate", escalation_reason=reason_code)
 

@@ -135,7 +135,7 @@ def start_local_app(config: str, work: Path, *, num_cpus: float | None = None) -
     """Start ``config`` in-process on free ports with a throwaway SQLite store; returns endpoints."""
     import yaml
 
-    from serve.cli import start_app, wait_ready
+    from serve.launch import start_app, wait_ready
 
     raw = yaml.safe_load(Path(config).read_text())
     for entry in raw.get("applications", []):

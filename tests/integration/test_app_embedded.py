@@ -80,7 +80,8 @@ def test_history_is_used_and_stored_over_both_protocols(app, stub):
     from serve.protos import assistant_pb2 as pb
 
     sid = "it-multi"
-    sse_turn(app, sid, "My name is Ada.")
+    first = sse_turn(app, sid, "My name is Ada.")
+    assert first[-1]["status"] == "ok"
     ans = stub.Turn(pb.TurnRequest(session_id=sid, text="What is my name?"))
     assert ans.status == "ok" and ans.reply and ans.events[-1].type == "done"
     sess = stub.GetSession(pb.GetSessionRequest(session_id=sid))
@@ -89,6 +90,14 @@ def test_history_is_used_and_stored_over_both_protocols(app, stub):
     body = httpx.post(f"{app.http}/v1/sessions/{sid}/turns", json={"text": "Thanks!"}, timeout=120).json()
     assert body["status"] == "ok" and body["events"][-1]["type"] == "done"
     assert len(httpx.get(f"{app.http}/v1/sessions/{sid}").json()["turns"]) == 3
+    # the history reached the model: each turn's model input (as its generate event records it)
+    # is the system prompt, the earlier turns' user and reply messages, and the new user text
+    turn_ids = [first[-1]["turn_id"], ans.turn_id, body["events"][-1]["turn_id"]]
+    shapes = []
+    for turn_id in turn_ids:
+        [gen] = [e for e in app.events(turn_id) if e["kind"] == "stage.generate"]
+        shapes.append((gen["history_turns"], gen["messages"]))
+    assert shapes == [(0, 2), (1, 4), (2, 6)]
 
 
 def test_health_readiness_and_reflection(app):

@@ -45,13 +45,12 @@ class TandemHarness:
             tools = LocalToolRunner(build_support_domain(), self.world)
         elif tools is None and domain == "coach":
             from pipelines.domains.coach import generate_coach_world
-            from pipelines.domains.coach.domain import CoachToolPort
             from pipelines.sgc_turn.ports import LocalCoachTools
 
             self.world = generate_coach_world(7)
             self.coach = LocalCoachTools(self.world)
             self.coach.bind("s1", user_id or "u001", {"opponent_id": "o01"})
-            tools = CoachToolPort(self.coach)
+            tools = self.coach
         self.tools = tools
         self.kernels = LocalRuleKernels(rule_tables_holder(domain), labels=self.domain.labels,
                                         tools=self.domain.registry.names(),

@@ -221,7 +221,7 @@ def test_selecting_an_unobserved_entity_is_ambiguous_state() -> None:
 def test_generator_failure_before_any_sentence_gives_the_safe_reply() -> None:
     h = Harness()
     r = h.turn("hello", orch=[j(decision="respond")], gen=[ModelTimeout("slow")])
-    assert r.status == "fallback" and r.reply == DRSettings().fallback_reply
+    assert r.status == "fallback" and r.reply == h.pipeline.settings.fallback_reply
     assert fb_of(h)["trigger"] == "model_timeout"
 
 
@@ -244,12 +244,14 @@ def test_generator_failure_mid_stream_keeps_what_was_released() -> None:
 
 def test_counters_snapshot_is_plain_dicts() -> None:
     c = Counters()
-    c.fallback(fallback("step_cap"))
+    fb = fallback("step_cap")
+    c.fallback(fb.trigger, fb.cls)
     c.escalation("user_requested_human")
     c.blocked("action_id")
     c.guard("post", "block")
     snap = c.snapshot()
-    assert snap["fallbacks"] == {"step_cap": 1} and snap["escalations"] == {"user_requested_human": 1}
+    assert snap["fallbacks"] == {"step_cap": 1} and snap["fallback_classes"] == {"policy": 1}
+    assert snap["escalations"] == {"user_requested_human": 1}
     assert snap["blocked"] == {"action_id": 1} and snap["guard"] == {"post.block": 1}
     snap["fallbacks"]["step_cap"] = 99
     assert c.get("fallbacks", "step_cap") == 1
@@ -264,5 +266,5 @@ def test_post_guard_failure_fails_closed() -> None:
 
     h = Harness(guardrails=Broken())
     r = h.turn("hello", orch=[j(decision="respond")], gen=["Order #W9999999 ships tomorrow. Bye."])
-    assert r.reply == DRSettings().fallback_reply
+    assert r.reply == h.pipeline.settings.fallback_reply
     assert h.counters.get("blocked", "guard_unavailable") == 2

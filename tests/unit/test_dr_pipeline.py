@@ -66,9 +66,10 @@ def test_my_order_with_several_orders_asks_which_one() -> None:
         j(decision="get_user_details", args={"user_id": ALEX.user_id}), CANCEL])
     assert r.of("action_card") == []
     clar = r.of("clarify")
-    assert len(clar) == 1 and clar[0].question == "Which order do you mean?"
+    question = "Which order do you mean: #W1000001, #W1000002, #W1000003?"  # the pack's choose question
+    assert len(clar) == 1 and clar[0].question == question
     assert clar[0].options == [ALEX.pending_order_id, ALEX.delivered_order_id, ALEX.processed_order_id]
-    assert r.reply == "Which order do you mean?" and h.models.roles().count("generator") == n_gen
+    assert r.reply == question and h.models.roles().count("generator") == n_gen
     assert h.counters.get("blocked", "ambiguous_entity") == 1
     assert h.last_meta["facts"]["pending_action"] is None
 

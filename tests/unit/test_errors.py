@@ -27,23 +27,50 @@ EXPECTED_PARENT = {
     E.ConfigError: TandemError,
 }
 
-# The table drawn in the module docstring: class -> (http, grpc).
-EXPECTED_STATUS = {
-    E.InvalidInput: (400, "INVALID_ARGUMENT"),
-    E.ValidationFailed: (422, "INVALID_ARGUMENT"),
-    E.PayloadTooLarge: (413, "INVALID_ARGUMENT"),
-    E.InvalidSessionId: (400, "INVALID_ARGUMENT"),
-    E.Unauthenticated: (401, "UNAUTHENTICATED"),
-    E.NotFound: (404, "NOT_FOUND"),
-    E.PolicyBlocked: (403, "PERMISSION_DENIED"),
-    E.ToolError: (500, "INTERNAL"),
-    E.ToolTimeout: (504, "DEADLINE_EXCEEDED"),
-    E.IneligibleAction: (409, "FAILED_PRECONDITION"),
-    E.UpstreamError: (502, "UNAVAILABLE"),
-    E.ModelUnavailable: (503, "UNAVAILABLE"),
-    E.ModelTimeout: (504, "DEADLINE_EXCEEDED"),
-    E.InvalidModelOutput: (502, "INTERNAL"),
-    E.Overloaded: (429, "RESOURCE_EXHAUSTED"),
+# The whole table, written by hand: the statuses from the tree drawn in the module docstring;
+# the root and ConfigError, which the drawing leaves without statuses, pinned as decided (an
+# unclassified error is 500 / INTERNAL; a bad config is a server fault that no retry fixes,
+# 500 / FAILED_PRECONDITION). class -> (code, http, grpc).
+EXPECTED_TABLE = {
+    TandemError: ("internal", 500, "INTERNAL"),
+    E.InvalidInput: ("invalid_input", 400, "INVALID_ARGUMENT"),
+    E.ValidationFailed: ("validation_error", 422, "INVALID_ARGUMENT"),
+    E.PayloadTooLarge: ("payload_too_large", 413, "INVALID_ARGUMENT"),
+    E.InvalidSessionId: ("invalid_session_id", 400, "INVALID_ARGUMENT"),
+    E.Unauthenticated: ("unauthenticated", 401, "UNAUTHENTICATED"),
+    E.NotFound: ("not_found", 404, "NOT_FOUND"),
+    E.PolicyBlocked: ("policy_blocked", 403, "PERMISSION_DENIED"),
+    E.ToolError: ("tool_error", 500, "INTERNAL"),
+    E.ToolTimeout: ("tool_timeout", 504, "DEADLINE_EXCEEDED"),
+    E.IneligibleAction: ("ineligible_action", 409, "FAILED_PRECONDITION"),
+    E.UpstreamError: ("upstream_error", 502, "UNAVAILABLE"),
+    E.ModelUnavailable: ("model_unavailable", 503, "UNAVAILABLE"),
+    E.ModelTimeout: ("model_timeout", 504, "DEADLINE_EXCEEDED"),
+    E.InvalidModelOutput: ("invalid_model_output", 502, "INTERNAL"),
+    E.Overloaded: ("overloaded", 429, "RESOURCE_EXHAUSTED"),
+    E.ConfigError: ("config_error", 500, "FAILED_PRECONDITION"),
+}
+
+# The statuses each class declares itself (the rest it inherits on purpose): a class that
+# stops declaring one of these silently takes its parent's value.
+DECLARED = {
+    TandemError: {"code", "http_status", "grpc_status"},
+    E.InvalidInput: {"code", "http_status", "grpc_status"},
+    E.ValidationFailed: {"code", "http_status"},
+    E.PayloadTooLarge: {"code", "http_status"},
+    E.InvalidSessionId: {"code"},
+    E.Unauthenticated: {"code", "http_status", "grpc_status"},
+    E.NotFound: {"code", "http_status", "grpc_status"},
+    E.PolicyBlocked: {"code", "http_status", "grpc_status"},
+    E.ToolError: {"code", "http_status", "grpc_status"},
+    E.ToolTimeout: {"code", "http_status", "grpc_status"},
+    E.IneligibleAction: {"code", "http_status", "grpc_status"},
+    E.UpstreamError: {"code", "http_status", "grpc_status"},
+    E.ModelUnavailable: {"code", "http_status"},
+    E.ModelTimeout: {"code", "http_status", "grpc_status"},
+    E.InvalidModelOutput: {"code", "http_status", "grpc_status"},
+    E.Overloaded: {"code", "http_status", "grpc_status"},
+    E.ConfigError: {"code", "http_status", "grpc_status"},
 }
 
 
@@ -57,7 +84,10 @@ def test_all_error_classes_is_the_whole_tree_base_first() -> None:
     classes = all_error_classes()
     assert classes[0] is TandemError
     assert set(classes) == {TandemError, *EXPECTED_PARENT}
-    assert len(classes) == len(set(classes))
+    assert len(classes) == len(set(classes)) == 17
+    # base first, then breadth-first: every class comes after its parent
+    for cls in classes[1:]:
+        assert classes.index(cls.__bases__[0]) < classes.index(cls), cls.__name__
 
 
 def test_all_exported() -> None:
@@ -75,9 +105,34 @@ def test_every_class_has_code_and_statuses(cls: type[TandemError]) -> None:
     assert cls.grpc_status != "OK"
 
 
-@pytest.mark.parametrize("cls", list(EXPECTED_STATUS), ids=lambda c: c.__name__)
-def test_status_table_matches_the_docstring(cls: type[TandemError]) -> None:
-    assert (cls.http_status, cls.grpc_status) == EXPECTED_STATUS[cls]
+def test_the_table_covers_every_class() -> None:
+    assert set(EXPECTED_TABLE) == set(all_error_classes()) == set(DECLARED)
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED_TABLE), ids=lambda c: c.__name__)
+def test_status_table_pinned_by_hand(cls: type[TandemError]) -> None:
+    assert (cls.code, cls.http_status, cls.grpc_status) == EXPECTED_TABLE[cls]
+    err = cls("m")
+    assert (err.code, err.http_status, err.grpc_status) == EXPECTED_TABLE[cls]
+    assert err.to_dict() == {"code": EXPECTED_TABLE[cls][0], "message": "m"}
+
+
+@pytest.mark.parametrize("cls", list(DECLARED), ids=lambda c: c.__name__)
+def test_declared_statuses(cls: type[TandemError]) -> None:
+    assert {a for a in ("code", "http_status", "grpc_status") if a in vars(cls)} == DECLARED[cls]
+
+
+def test_docstring_tree_states_the_same_statuses() -> None:
+    # every class drawn with "(http / grpc)" in the module docstring agrees with the table
+    drawn = {}
+    for line in (E.__doc__ or "").splitlines():
+        parts = line.replace("│", " ").replace("├──", " ").replace("└──", " ").split()
+        if parts and parts[0] in vars(E) and line.rstrip().endswith(")") and "/" in line:
+            http, grpc_code = line.rsplit("(", 1)[1].rstrip(")").split("/")
+            drawn[getattr(E, parts[0])] = (int(http.strip()), grpc_code.strip())
+    assert len(drawn) == 15  # all but the root and ConfigError carry statuses in the drawing
+    for cls, statuses in drawn.items():
+        assert statuses == EXPECTED_TABLE[cls][1:], cls.__name__
 
 
 def test_codes_unique() -> None:
@@ -99,6 +154,9 @@ def test_message_details_and_to_dict() -> None:
     plain = E.NotFound("nope")
     assert plain.details == {}
     assert plain.to_dict() == {"code": "not_found", "message": "nope"}
+    assert plain.args == ("nope",)
+    empty = E.NotFound("x", details={})
+    assert empty.to_dict() == {"code": "not_found", "message": "x"}
 
 
 def test_raised_errors_are_caught_by_their_family() -> None:

@@ -75,6 +75,8 @@ def test_run_streams_reply_deltas_and_skips_empty_ones() -> None:
     assert set(ctx.stage_ms) == {"generate"} and ctx.stage_ms["generate"] >= 0
     [fields] = ctx.sink.of("stage.generate")
     assert fields["deltas"] == 3 and fields["role"] == "generator" and fields["turn_id"] == "t_9"
+    # system + 6 history messages (the failed reply left out) + the user turn; 4 prior turns
+    assert (fields["messages"], fields["history_turns"]) == (8, 4)
 
 
 def test_model_errors_propagate_to_the_runner() -> None:

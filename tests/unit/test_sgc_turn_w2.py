@@ -51,9 +51,9 @@ def test_post_guard_withholds_an_unowned_recommendation():
     assert unowned not in out.reply and _no_unowned(h, out.reply)
     assert out.reply == f"Bring {owned} first. {s.safe_unowned} Good luck!"
     assert h.counters.get("blocked", "unowned_recommendation") == 1
-    assert h.counters.get("post_guard", "block") == 1 and h.counters.get("post_guard", "pass") == 2
+    assert h.counters.get("guard", "post.block") == 1 and h.counters.get("guard", "post.pass") == 2
     block = [e for e in out.of("sgc.post_guard") if e["decision"] == "block"][0]
-    assert block["unowned"] == [unowned] and block["kinds"] == ["unowned_recommendation"]
+    assert block["details"] == [unowned] and block["kinds"] == ["unowned_recommendation"]
     assert out.ctx.meta["sgc"]["guard"]["withheld"] == 1
 
 

@@ -69,10 +69,15 @@ def test_chitchat_gets_no_guidance_meta():
 
 
 def test_max_per_window_blocks():
+    # topic:a was issued twice but is NOT the previous pick (topic:b is), so only the cap blocks it
     capped = ALWAYS.model_copy(update={"max_per_window": 2})
-    state = resolve_cross_turn_state([meta(0, "topic:a"), meta(1, "topic:b"), meta(2, "topic:a")], C1)
+    state = resolve_cross_turn_state([meta(0, "topic:a"), meta(1, "topic:a"), meta(2, "topic:b")], C1)
+    assert state.last_issued == "topic:b" and state.issued_counts["topic:a"] == 2
     for seed in range(20):
         assert schedule(state, ["topic:a", "topic:c"], seed, capped)[0] == "topic:c"
+    # without the cap (or one above the count) topic:a is a candidate again
+    for uncapped in (ALWAYS, ALWAYS.model_copy(update={"max_per_window": 3})):
+        assert {schedule(state, ["topic:a", "topic:c"], s, uncapped)[0] for s in range(20)} == {"topic:a", "topic:c"}
 
 
 def test_weights_and_leak_shape_the_distribution():

@@ -66,7 +66,7 @@ def test_propose_offers_only_the_intents_card_with_grounded_enums():
     ])
     step = h.calls("orchestrator")[-1]
     branches = _branches(step)
-    assert set(branches) == {"card.cancel_order", "clarify", "escalate"}  # no tools, no respond, no select
+    assert set(branches) == {"card.cancel_order"}  # only filling the card: no tools, respond, select, clarify
     params = branches["card.cancel_order"]["params"]["properties"]
     assert params["reason"] == {"enum": ["no longer needed", "ordered by mistake"]}
     assert "#W1000001" in params["order_id"]["enum"]
@@ -77,7 +77,10 @@ def test_an_opening_without_identity_clarifies_by_table_without_an_orchestrator_
     h = TandemHarness()
     r = h.turn("I received my order #W1000002 and wish to exchange the mechanical keyboard",
                orch=[w1("exchange", "items", "Let me look at that request.")])
-    assert [e.type for e in r.events][:2] == ["narration.delta", "clarify"]
+    kinds = [e.type for e in r.events]
+    assert kinds[0] == "narration.delta" and kinds.index("clarify") > max(
+        i for i, k in enumerate(kinds) if k == "narration.delta")
+    assert "".join(e.text for e in r.of("narration.delta")) == "Let me look at that request."
     assert "email" in r.of("clarify")[0].question
     assert len(h.calls("orchestrator")) == 1 and not r.of("action_card")
     assert h.meta["phi"]["then"] == "clarify:identity"
@@ -202,3 +205,26 @@ def test_events_never_carry_the_email_in_the_clear():
     h = TandemHarness()
     _verify(h)
     assert "alex.rivera@example.com" not in json.dumps(h.sink.events, default=str)
+
+
+def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
+    from pipelines.domains import domain_module
+    from pipelines.tandem.replay import replay_turn
+
+    h = TandemHarness()
+    _verify(h)
+    r = h.turn("Please cancel order #W1000001", orch=[
+        w1("cancel", "order"),
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+    ])
+    events = [{"kind": k, **f} for k, f in r.sink]
+    phi = domain_module("support").load_rule_tables().phi
+    rep = replay_turn(events, phi)
+    assert rep.decisions == 2 and rep.identical  # one Φ lookup, one orchestrator step
+    step = next(e for e in events if e["kind"] == "tandem.step")
+    step["raw"] = j(decision="action", card_id="card.cancel_order",
+                    params={"order_id": "#W1000001", "reason": "ordered by mistake"})
+    assert not replay_turn(events, phi).identical
+    lookup = next(e for e in events if e["kind"] == "tandem.phi")
+    lookup["snapshot"] = {}
+    assert any("phi cancel/order" in m for m in replay_turn(events, phi).mismatches)

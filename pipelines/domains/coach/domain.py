@@ -2,8 +2,8 @@
 
 A coach session plays as its bound user (the request's ``user_id``); its live
 state (user, opponent) and satisfiable facts (owned creatures, known species,
-styles) come from the coach tools deployment through :class:`CoachToolPort`
-before W1 (:meth:`DomainPack.prepare`). Grounded candidates: the session's user
+styles) come from the coach tools (the one tool port, with the coach's state
+methods ``load_state`` / ``live_facts``) before W1 (:meth:`DomainPack.prepare`). Grounded candidates: the session's user
 and opponent, the species / skills the user owns (records) or names (their
 words). W2 conflicts are the coach diff of the slot model's repaired slots
 against the live facts; W3 candidates are the user's best counters.
@@ -17,9 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.domain import CardSpec, DomainTexts, TurnFacts
-from pipelines.dr.ports import ToolCallResult, ToolSession
-from pipelines.gate import Judgement
-from pipelines.guardrails.post import Violation
 from pipelines.sgc.w2 import (
     LiveFacts,
     QuerySlots,
@@ -35,7 +32,7 @@ from .pack import BRANCHES, coach_rule_tables_dict, coach_tables_holder, load_co
 from .tools import build_registry
 from .world import generate_coach_world
 
-__all__ = ["DomainPack", "CoachToolPort", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"]
+__all__ = ["DomainPack", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"]
 
 COACH_TEXTS = DomainTexts(
     safe_ack="Let me look at your team.",
@@ -68,51 +65,6 @@ _ARG_KINDS: dict[str, dict[str, str]] = {
 def _names_in(text: str, names: Sequence[str]) -> list[str]:
     low = text.lower()
     return [n for n in names if re.search(r"(?<![\w])" + re.escape(n.lower()) + r"(?![\w])", low)]
-
-
-class CoachToolPort:
-    """The coach tools (local or a deployment handle adapter) as the one tool port, plus live state."""
-
-    def __init__(self, coach_tools: Any) -> None:
-        self.coach = coach_tools
-
-    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        from pipelines.tools import ToolObservation
-
-        raw = await self.coach.call(name, dict(args), session.session_id)
-        obs = raw if isinstance(raw, ToolObservation) else ToolObservation.model_validate(raw)
-        return ToolCallResult(observation=obs, reason=obs.error_code)
-
-    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        return None  # the coach has no write tools
-
-    async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
-        return await self.coach.load_state(session_id, list(keys))
-
-    async def live_facts(self, session_id: str) -> Any:
-        return await self.coach.live_facts(session_id)
-
-
-class _OwnershipJudge:
-    """The coach's reply judge (ownership, forbidden praise, contradictions) as a gate judge."""
-
-    def __init__(self, facts: Any, contract_json: str, c2: Mapping[str, Any] | None) -> None:
-        from pipelines.sgc_turn.contract import C2, ReplyContract
-        from pipelines.sgc_turn.guard import ReplyJudge
-
-        plan = [p for p in (c2 or {}).get("plan") or []]
-        conflicts = [{k: c.get(k) for k in ("constraint_id", "kind", "tier", "entity", "detail")}
-                     for c in (c2 or {}).get("conflicts") or []]
-        contract = ReplyContract(user_text="", narration=contract_json[:4000],
-                                 c2=C2(conflicts=conflicts, plan=plan) if c2 else None)
-        self.reply_judge = ReplyJudge(facts, contract)
-
-    async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
-        check = self.reply_judge.check(sentence)
-        if check.violations:
-            return Judgement(text=sentence, violations=[Violation(kind=v) for v in check.violations])
-        self.reply_judge.accept(check)
-        return Judgement(text=sentence)
 
 
 class DomainPack:
@@ -274,7 +226,15 @@ class DomainPack:
         live = facts.state.get("live") or {}
         coach_facts = CoachFacts.model_validate({"user_id": live.get("user_id"), "facts": live.get("facts") or {},
                                                  "known_skills": live.get("known_skills") or []})
-        return [_OwnershipJudge(coach_facts, contract.model_dump_json(), contract.c2)]
+        from pipelines.sgc_turn.contract import C2, ReplyContract
+        from pipelines.sgc_turn.guard import CoachJudge, ReplyJudge
+
+        c2 = contract.c2 or {}
+        conflicts = [{k: c.get(k) for k in ("constraint_id", "kind", "tier", "entity", "detail")}
+                     for c in c2.get("conflicts") or []]
+        view = ReplyContract(user_text="", narration=contract.model_dump_json(),
+                             c2=C2(conflicts=conflicts, plan=c2.get("plan") or []) if contract.c2 else None)
+        return [CoachJudge(ReplyJudge(coach_facts, view), safe_unowned="", safe_contradiction="")]
 
 
 def rule_tables_holder() -> Any:

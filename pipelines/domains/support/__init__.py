@@ -1,9 +1,10 @@
 """The retail customer-support domain pack (tau2-retail shaped).
 
-Everything the pipeline needs comes through :func:`build_support_domain`,
-which returns a :class:`SupportDomain` bundle: the tool registry, the world
-loader and generator, the help knowledge base, the action cards and the
-intent labels. Typical wiring::
+Everything a pipeline needs comes through :func:`build_support_domain`, which
+returns the :class:`~pipelines.domains.support.pack.SupportPack` (the pack behind
+the ``Domain`` protocol): the tool registry, the world loader and generator, the
+help knowledge base, the action cards, the labels, texts and rule tables.
+Typical wiring::
 
     domain = build_support_domain()
     world = domain.generate_world(seed=7)            # or domain.load_world(path)
@@ -17,16 +18,11 @@ intent labels. Typical wiring::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from pipelines.tools import ToolRegistry
-
 from .cards import ACTION_CARDS, ActionCard, get_card
 from .eligibility import REASONS, authenticate
 from .generator import FIXTURES, generate_world
 from .help import HELP_ARTICLES, HelpArticle, classify_question, search_help_articles
+from .pack import SupportPack
 from .tools import (
     LOOKUP_TOOLS,
     TOOL_NAMES,
@@ -53,6 +49,11 @@ __all__ = [
     "search_help_articles",
     "classify_question",
     "get_card",
+    "ACTION_CARDS",
+    "ActionCard",
+    "HELP_ARTICLES",
+    "HelpArticle",
+    "SupportPack",
     "FIXTURES",
     "REASONS",
     "TOOL_NAMES",
@@ -72,37 +73,10 @@ INTENT_LABELS: tuple[str, ...] = (
     "other",
 )
 
-
-@dataclass(frozen=True)
-class SupportDomain:
-    """The retail support pack, bundled for the pipeline and the serve layer."""
-
-    name: str
-    registry: ToolRegistry[RetailWorld]
-    load_world: Callable[[str | Path], RetailWorld]
-    generate_world: Callable[..., RetailWorld]
-    help_articles: tuple[HelpArticle, ...]
-    search_help: Callable[..., object]
-    classify_question: Callable[[str], str]
-    cards: tuple[ActionCard, ...]
-    intents: tuple[str, ...]
-    write_tools: frozenset[str]
-    lookup_tools: frozenset[str]
-    reasons: tuple[str, ...] = field(default=REASONS)
+#: The support pack (one object behind :class:`pipelines.domain.Domain`, also what DR reads).
+SupportDomain = SupportPack
 
 
-def build_support_domain() -> SupportDomain:
-    """A fresh :class:`SupportDomain` (its registry is new each call)."""
-    return SupportDomain(
-        name="support",
-        registry=build_registry(),
-        load_world=load_tau2_world,
-        generate_world=generate_world,
-        help_articles=HELP_ARTICLES,
-        search_help=search_help_articles,
-        classify_question=classify_question,
-        cards=ACTION_CARDS,
-        intents=INTENT_LABELS,
-        write_tools=WRITE_TOOLS,
-        lookup_tools=LOOKUP_TOOLS,
-    )
+def build_support_domain() -> SupportPack:
+    """A fresh support pack (its registry is new each call)."""
+    return SupportPack()

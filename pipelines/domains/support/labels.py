@@ -21,6 +21,7 @@ __all__ = [
     "ACCOUNT_INTENTS",
     "CONFLICT_KINDS",
     "BRANCH_OF_INTENT",
+    "TRANSFER_REASONS",
     "INTENT_CUES",
     "intent_prior",
     "cards_for",
@@ -59,6 +60,15 @@ CONFLICT_KINDS: tuple[str, ...] = (
     "identity_unverified",
     "missing_detail",
 )
+
+#: Escalation reason code -> the transfer tool's reason (tau2's ``transfer_to_human_agents``).
+TRANSFER_REASONS: dict[str, str] = {
+    "user_requested_human": "user_request",
+    "safety_sensitive": "other",
+    "out_of_scope": "out_of_scope",
+    "policy_exception": "policy_exception",
+    "technical_issue": "technical_issue",
+}
 
 BRANCH_OF_INTENT: dict[str, str] = {
     "order_status": "status",

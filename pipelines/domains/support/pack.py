@@ -32,12 +32,14 @@ from .candidates import (
     variant_candidates,
 )
 from .cards import ACTION_CARDS
-from .eligibility import authenticate
-from .generator import PRODUCT_TEMPLATES
+from .eligibility import REASONS, authenticate
+from .generator import PRODUCT_TEMPLATES, generate_world
+from .help import HELP_ARTICLES, classify_question, search_help_articles
 from .labels import (
     ACCOUNT_INTENTS,
     BRANCH_OF_INTENT,
     CONFLICT_KINDS,
+    TRANSFER_REASONS,
     W1_LABELS,
     cards_for,
     intent_prior,
@@ -45,7 +47,8 @@ from .labels import (
 from .observations import state_from_observation, summarize_result
 from .policy import policy_lines
 from .texts import GENERATOR_PERSONA, ORCHESTRATOR_POLICY, SUPPORT_TEXTS
-from .tools import LOOKUP_TOOLS, build_registry
+from .tools import LOOKUP_TOOLS, WRITE_TOOLS, build_registry
+from .world import load_tau2_world
 
 __all__ = ["SupportState", "SupportPack", "PendingCard", "support_rule_tables", "load_support_rule_tables", "OPEN_READS", "PRIVATE_READS"]
 
@@ -116,6 +119,32 @@ class SupportPack:
     conflict_kinds: Sequence[str] = CONFLICT_KINDS
     branch_of_intent: Mapping[str, str] = BRANCH_OF_INTENT
     lookup_tools: frozenset[str] = LOOKUP_TOOLS
+    write_tools: frozenset[str] = WRITE_TOOLS
+    open_reads: tuple[str, ...] = OPEN_READS
+    private_reads: tuple[str, ...] = PRIVATE_READS
+    transfer_tool: str = "transfer_to_human_agents"
+    transfer_reasons: Mapping[str, str] = TRANSFER_REASONS
+    reasons: tuple[str, ...] = REASONS
+    help_articles: tuple[Any, ...] = HELP_ARTICLES
+
+    @property
+    def intents(self) -> tuple[str, ...]:
+        """The coarse intent labels of the action cards (``ActionCard.intent``)."""
+        from . import INTENT_LABELS
+
+        return INTENT_LABELS
+
+    @staticmethod
+    def generate_world(seed: int = 7) -> Any:
+        return generate_world(seed)
+
+    @staticmethod
+    def load_world(path: Any) -> Any:
+        return load_tau2_world(path)
+
+    @staticmethod
+    def classify_question(text: str) -> str:
+        return classify_question(text)
 
     def __init__(self) -> None:
         self._registry: ToolRegistry[Any] = build_registry()
@@ -123,6 +152,16 @@ class SupportPack:
     @property
     def registry(self) -> ToolRegistry[Any]:
         return self._registry
+
+    @staticmethod
+    def search_help(text: str, limit: int = 3) -> Any:
+        """The help knowledge base's deterministic search (``(question kind, hits)``)."""
+        return search_help_articles(text, limit)
+
+    @staticmethod
+    def authenticate(ctx: ToolContext, user_id: str) -> ToolContext:
+        """Verify ``user_id`` for the session (one user per session; raises a typed refusal)."""
+        return authenticate(ctx, user_id)
 
     # -- catalogue and gating ------------------------------------------------------------
 
@@ -143,7 +182,10 @@ class SupportPack:
         return SupportState.model_validate(facts.state) if facts.state else SupportState()
 
     def read_tools(self, facts: TurnFacts) -> list[str]:
-        verified = self.state_of(facts).authenticated_user_id is not None
+        return self.reads(verified=self.state_of(facts).authenticated_user_id is not None)
+
+    def reads(self, *, verified: bool) -> list[str]:
+        """Open reads, then private reads once the user is verified (the lookups before)."""
         return list(OPEN_READS) + (list(PRIVATE_READS) if verified else sorted(LOOKUP_TOOLS))
 
     def cards_for(self, intent: str, sub_intent: str, facts: TurnFacts) -> list[CardSpec]:

@@ -1,0 +1,111 @@
+"""Start the app locally: a local Ray, Serve's proxies, the application from a Serve file; wait until ready.
+
+Used by ``tandem run``, ``tandem load --start``, ``tandem eval`` and the benchmark scripts
+(this module imports no CLI, so the CLIs that start apps do not import each other).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+__all__ = ["start_app", "wait_ready", "example_turn"]
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: int | None = None,
+              http_port: int | None = None, grpc_port: int | None = None,
+              otlp_endpoint: str | None = None) -> dict[str, Any]:
+    """Start a local Ray, Serve's proxies and the app from a Serve file. Returns endpoints.
+
+    ``otlp_endpoint`` overrides the config's ``telemetry.otlp_endpoint`` (``tandem run --observe``).
+    """
+    from serve.config import load_serve_file
+    from serve.telemetry import configure_env
+
+    sf = load_serve_file(config_path)
+    entry = sf.applications[0]
+    tele = entry.args.telemetry
+    tdir = configure_env(jsonl_dir=tele.jsonl_dir, otlp_endpoint=otlp_endpoint or tele.otlp_endpoint,
+                         sampling_ratio=tele.sampling_ratio, service_name=tele.service_name)
+    for m in entry.args.models.values():
+        if m.source == "embedded":
+            from models.prepare import prepare_embedded_model
+
+            prepared = prepare_embedded_model()
+            _print(f"model      {prepared.path} ({'converted' if prepared.converted else 'cached'})")
+    import ray
+    from ray import serve
+    from ray.serve.config import gRPCOptions
+
+    from serve.deploy import deploy_serve_file
+
+    http = sf.http_options.model_copy(update={"port": http_port} if http_port else {})
+    grpc_port = grpc_port or sf.grpc_options.port
+    init_kwargs: dict[str, Any] = {"num_cpus": num_cpus or max(4, os.cpu_count() or 2),
+                                   "include_dashboard": False, "log_to_driver": False}
+    if metrics_port:
+        init_kwargs["_metrics_export_port"] = metrics_port
+    ray.init(**init_kwargs)
+    serve.start(
+        http_options={"host": http.host, "port": http.port},
+        grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=sf.grpc_options.grpc_servicer_functions),
+    )
+    # Declarative deploy (as `serve deploy` and KubeRay do): a later redeploy of the same file
+    # with changed rule tables reconfigures live replicas instead of restarting them.
+    deploy_serve_file(sf, http_host=http.host, http_port=http.port, grpc_port=grpc_port)
+    host = "127.0.0.1" if http.host in ("0.0.0.0", "::") else http.host
+    return {
+        "http": f"http://{host}:{http.port}",
+        "grpc": f"{host}:{grpc_port}",
+        "openai": f"http://{host}:{http.port}{entry.route_prefix.rstrip('/')}/v1",
+        "telemetry": str(tdir),
+        "app": entry.name,
+        "metrics": f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else None,
+    }
+
+
+def wait_ready(base_url: str, timeout_s: float = 600.0) -> float:
+    """Poll ``/readyz`` until 200; returns seconds waited."""
+    import httpx
+
+    t0 = time.monotonic()
+    last = ""
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            r = httpx.get(f"{base_url}/readyz", timeout=5)
+            if r.status_code == 200:
+                return time.monotonic() - t0
+            last = r.text[:200]
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        time.sleep(1.0)
+    raise TimeoutError(f"app not ready after {timeout_s:.0f} s (last: {last})")
+
+
+def example_turn(base_url: str, session_id: str = "demo-session", text: str = "Hi! What can you help me with?") -> dict[str, Any]:
+    """One streamed turn over SSE; prints the reply as it arrives; returns the done event."""
+    import httpx
+
+    done: dict[str, Any] = {}
+    with httpx.stream("POST", f"{base_url}/v1/sessions/{session_id}/turns", json={"text": text},
+                      headers={"Accept": "text/event-stream"}, timeout=120) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            ev = json.loads(line[6:])
+            if ev["type"] in ("reply.delta", "narration.delta"):
+                sys.stdout.write(ev["text"])
+                sys.stdout.flush()
+            elif ev["type"] == "done":
+                done = ev
+            elif ev["type"] == "error":
+                sys.stdout.write(f"\n[error {ev['code']}: {ev['message']}]")
+    sys.stdout.write("\n")
+    return done

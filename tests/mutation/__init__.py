@@ -1,0 +1,1 @@
+"""Mutation testing of the modules that carry Tandem's guarantees (``make mutation``)."""

@@ -1,0 +1,94 @@
+"""What ``make mutation`` mutates, and which tests may kill each module's mutants.
+
+A *profile* is one mutmut run: the modules it mutates (globs over source
+files) and the test files mutmut may select from. mutmut then picks, per
+mutated function, only the tests that executed that function in a clean run,
+so a profile's test list bounds the work rather than fixing it.
+
+``full`` is the whole list of guarantee-carrying modules (run by ``make
+mutation``); ``kernels`` and ``guard`` are its two halves (the rule kernels,
+errors, eligibility and contract; the guardrails), for working on one;
+``slice`` is the error table and the contract closure, small enough for
+``make test``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Profile", "PROFILES", "THRESHOLD"]
+
+# Minimum share of non-equivalent mutants killed, per module.
+THRESHOLD = 0.85
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One mutmut run: modules to mutate and the test files it may select from."""
+
+    name: str
+    modules: tuple[str, ...]
+    tests: tuple[str, ...]
+    max_children: int = 2
+
+
+_KERNEL_TESTS = (
+    "tests/unit/test_sgc_w1.py",
+    "tests/unit/test_sgc_w2.py",
+    "tests/unit/test_sgc_w3.py",
+    "tests/unit/test_sgc_phi.py",
+    "tests/unit/test_sgc_tables.py",
+    "tests/unit/test_sgc_kernel_psi_table.py",
+    "tests/unit/test_sgc_kernel_w2_table.py",
+    "tests/unit/test_sgc_kernel_w3_table.py",
+    "tests/unit/test_sgc_kernel_misc.py",
+    "tests/unit/test_coach_world.py",
+)
+_SUPPORT_TESTS = (
+    "tests/unit/test_support_tools.py",
+    "tests/unit/test_support_eligibility_table.py",
+    "tests/unit/test_support_cards.py",
+)
+_CONTRACT_TESTS = (
+    "tests/unit/test_dr_contract.py",
+    "tests/unit/test_dr_closure_table.py",
+)
+_ERROR_TESTS = ("tests/unit/test_errors.py",)
+_GUARD_TESTS = (
+    "tests/unit/test_guard_config.py",
+    "tests/unit/test_guard_mid.py",
+    "tests/unit/test_guard_pii.py",
+    "tests/unit/test_guard_post.py",
+    "tests/unit/test_guard_pre.py",
+    "tests/unit/test_guard_tables.py",
+    "tests/unit/test_dr_pii.py",
+)
+
+_KERNEL_MODULES = (
+    "pipelines/sgc/*",
+    "pipelines/errors.py",
+    "pipelines/domains/support/eligibility.py",
+    "pipelines/domains/support/cards.py",
+    "pipelines/domains/support/observations.py",
+    "pipelines/dr/contract.py",
+)
+_GUARD_MODULES = ("pipelines/guardrails/*",)
+
+PROFILES: dict[str, Profile] = {
+    "full": Profile(
+        name="full",
+        modules=_KERNEL_MODULES + _GUARD_MODULES,
+        tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS + _GUARD_TESTS,
+    ),
+    "kernels": Profile(
+        name="kernels",
+        modules=_KERNEL_MODULES,
+        tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS,
+    ),
+    "guard": Profile(name="guard", modules=_GUARD_MODULES, tests=_GUARD_TESTS + _CONTRACT_TESTS),
+    "slice": Profile(
+        name="slice",
+        modules=("pipelines/errors.py", "pipelines/dr/contract.py"),
+        tests=_CONTRACT_TESTS + _ERROR_TESTS,
+    ),
+}
