@@ -36,7 +36,8 @@ the telemetry directory in a work folder. Then, over HTTP/SSE:
                 product questions an agent could answer before the lookup (e.g. task 2, "how many
                 tshirt options"); the rule still asks for identity first, as the task's actions do.
 
-Scoring (one boolean ``correct`` per turn; no partial credit):
+Scoring (one boolean ``correct`` per turn; no partial credit; the rule lives in
+``serve/eval/scoring.py``, shared with ``tandem eval``):
 
   * flows: the ``expect`` above, read from the turn's dr.outcome event (path, card_id,
     executed, escalation_reason, facts.authenticated_user_id), the SSE events and the
@@ -81,7 +82,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -95,33 +95,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-TERMINAL_DECISIONS = ("respond", "clarify", "select", "action", "escalate")
-TERMINAL_ROUTES = ("escalate", "execute_pending")
-LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")
-IDENTITY_Q = re.compile(r"e-?mail|\b(your|full|first|last) name\b|\bname and zip\b|\bzip\b|postal|verif|identif|"
-                        r"authenticat", re.I)
-
-ALEX, PRIYA = "alex_rivera_1001", "priya_shah_2002"
-FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
-    ("cancel", [
-        ("Hi, my email is alex.rivera@example.com.", {"kind": "authenticate", "user_id": ALEX}),
-        ("Please cancel order #W1000001.", {"kind": "action_card", "card_id": "card.cancel_order",
-                                            "order_id": "#W1000001"}),
-        ("yes", {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001",
-                 "status": "cancelled"}),
-    ]),
-    ("ambiguous", [
-        ("My email is priya.shah@example.com", {"kind": "authenticate", "user_id": PRIYA}),
-        ("I want to return my order.", {"kind": "clarify"}),
-    ]),
-    ("human", [
-        ("I want to talk to a human agent please.", {"kind": "escalate", "reason_code": "user_requested_human"}),
-    ]),
-    ("noauth", [
-        ("Cancel order #W1000002 now.", {"kind": "no_write", "order_id": "#W1000002", "status": "delivered"}),
-    ]),
-]
-
+from serve.eval.runner import descendants, shm_held_by, shm_names  # noqa: E402
+from serve.eval.scoring import analyse, score  # noqa: E402
+from serve.eval.suites import FLOWS, tau2_cases  # noqa: E402
 
 # ---- helpers ------------------------------------------------------------------------------
 
@@ -132,95 +108,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def shm_names() -> set[str]:
-    try:
-        return {p for p in os.listdir("/dev/shm") if p.startswith(("psm_", "sem.mp-"))}
-    except OSError:
-        return set()
-
-
-def descendants(root: int) -> set[int]:
-    """``root`` and every process below it (from /proc; Ray's head, workers and engines)."""
-    parent: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = Path(f"/proc/{d}/stat").read_text()
-                parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    out, frontier = {root}, [root]
-    while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parent.items() if pp == p and c not in out]
-        out.update(kids)
-        frontier += kids
-    return out
-
-
-def shm_held_by(pids: set[int]) -> set[str]:
-    """The /dev/shm psm_* / sem.mp-* names these processes have mapped or open."""
-    held: set[str] = set()
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                if "/dev/shm/" in line:
-                    held.add(line.split("/dev/shm/", 1)[1].split()[0])
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith("/dev/shm/"):
-                    held.add(target[len("/dev/shm/"):].split()[0])
-        except OSError:
-            continue
-    return {h for h in held if h.startswith(("psm_", "sem.mp-"))}
-
-
-_SWAPS = [
-    (r"\byou're\b", "I'm"), (r"\byou've\b", "I've"), (r"\byou'd\b", "I'd"), (r"\byou'll\b", "I'll"),
-    (r"\byou are\b", "I am"), (r"\byou were\b", "I was"), (r"\byourself\b", "myself"),
-    (r"\byours\b", "mine"), (r"\byour\b", "my"),
-    (r"\b(to|for|with|asks|ask|tell|tells|give|gives|help|helps|let|lets) you\b", r"\1 me"),
-    (r"\byou\b", "I"),
-]
-
-
-def first_person(text: str) -> str:
-    """A fixed second-to-first-person pronoun swap (keeps a capital at the start of the text)."""
-    out = text
-    for pat, rep in _SWAPS:
-        out = re.sub(pat, rep, out, flags=re.I)
-    out = re.sub(r"\bi\b", "I", out)
-    return out[:1].upper() + out[1:] if out else out
-
-
-def opening(reason: str, verbatim: bool) -> str:
-    text = reason.strip().lstrip(".").strip()
-    if verbatim:
-        return text
-    first = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)[0]
-    return first_person(first)
-
-
-def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
-    tasks = json.loads((base / "tasks_train.json").read_text())
-    if limit > 0:
-        tasks = tasks[:limit]
-    out = []
-    for t in tasks:
-        actions = (t.get("evaluation_criteria") or {}).get("actions") or []
-        first = actions[0]["name"] if actions else None
-        out.append({
-            "task_id": str(t["id"]),
-            "text": opening(t["user_scenario"]["instructions"]["reason_for_call"], verbatim),
-            "first_expected_action": first,
-            "expect": {"kind": "escalate" if first == "transfer_to_human_agents" else "identify"},
-        })
-    return out
 
 
 def pct(k: int, n: int) -> float:
@@ -356,106 +243,7 @@ class Bench:
             return f"error: {type(exc).__name__}"
 
 
-# ---- scoring ------------------------------------------------------------------------------
-
-
-def analyse(sse: list[dict[str, Any]], log: list[dict[str, Any]], max_steps: int) -> dict[str, Any]:
-    """The facts of one turn, from its SSE events and its dr.* events."""
-    steps = sorted((e for e in log if e["kind"] == "dr.step"), key=lambda e: e["step"])
-    routes = [e for e in log if e["kind"] == "dr.route"]
-    outcome = next((e for e in log if e["kind"] == "dr.outcome"), {})
-    start = next((e for e in log if e["kind"] == "dr.start"), {})
-    fallbacks = Counter(e["trigger"] for e in log if e["kind"] == "dr.fallback")
-    decisions = [(s["decision"] or {}).get("decision") if s["decision"] else None for s in steps]
-    route = routes[0]["route"] if routes else None
-    terminal_by = None
-    if route in TERMINAL_ROUTES:
-        terminal_by = "route"
-    elif steps and steps[-1]["decision"] and decisions[-1] in TERMINAL_DECISIONS and len(steps) <= max_steps:
-        terminal_by = "model"
-    first = steps[0] if steps else None
-    done = sse[-1] if sse and sse[-1].get("type") == "done" else {}
-    return {
-        "turn_id": done.get("turn_id"),
-        "status": done.get("status"),
-        "route": route,
-        "path": outcome.get("path"),
-        "card_id": outcome.get("card_id"),
-        "card_params": outcome.get("card_params") or {},
-        "executed": outcome.get("executed"),
-        "escalation_reason": outcome.get("escalation_reason"),
-        "authenticated_user_id": ((outcome.get("facts") or {}).get("authenticated_user_id")),
-        "terminal": terminal_by is not None,
-        "terminal_by": terminal_by,
-        "steps": len(steps),
-        "decisions": decisions,
-        "first_decision": (first["decision"] if first else None),
-        "first_raw": (first["raw"] if first else None),
-        "parse_failures": sum(1 for s in steps if s["decision"] is None),
-        "fallbacks": dict(fallbacks),
-        "user_text_redacted": start.get("user_text", ""),
-        "tools": [{"tool": e["tool"], "args": e["args"], "ok": e["result"]["observation"]["ok"],
-                   "confirmed": e.get("confirmed", False)} for e in log if e["kind"] == "dr.tool"],
-        "guards": [{"stage": e.get("stage"), "decision": e.get("decision"),
-                    "violation": e.get("violation") or ",".join(e.get("kinds") or []), "source": e.get("source")}
-                   for e in log if e["kind"] == "dr.guard" and e.get("decision") != "pass"],
-        "sse_types": [e.get("type") for e in sse if e.get("type") not in ("reply.delta", "narration.delta")],
-        "sse_cards": [{"card_id": e["card_id"], "params": e.get("params", {})} for e in sse if e.get("type") == "action_card"],
-        "reply": "".join(e.get("text", "") for e in sse if e.get("type") == "reply.delta")[:300],
-    }
-
-
-def grounded_lookup(decision: dict[str, Any], redacted_text: str, raw_text: str) -> bool:
-    args = decision.get("args") or {}
-    if decision.get("decision") == "find_user_id_by_email":
-        email = str(args.get("email", ""))
-        return bool(email) and (email in redacted_text or email.lower() in raw_text.lower())
-    if decision.get("decision") == "find_user_id_by_name_zip":
-        first, last, zip_ = (str(args.get(k, "")).strip() for k in ("first_name", "last_name", "zip"))
-        text = raw_text + " " + redacted_text
-
-        def word(v: str) -> bool:
-            return bool(v) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text, re.I) is not None
-
-        return bool(re.fullmatch(r"\d{5}", zip_)) and word(first) and word(last) and word(zip_)
-    return False
-
-
-def score(expect: dict[str, Any], a: dict[str, Any], raw_text: str, order_status: str | None) -> tuple[bool, str]:
-    kind = expect["kind"]
-    if kind == "authenticate":
-        ok = a["authenticated_user_id"] == expect["user_id"]
-        return ok, f"auth={a['authenticated_user_id']}"
-    if kind == "action_card":
-        cards = [c for c in a["sse_cards"] if c["card_id"] == expect["card_id"]]
-        ok = (a["path"] == "action_card" and a["card_id"] == expect["card_id"] and len(cards) == 1
-              and cards[0]["params"].get("order_id") == expect["order_id"])
-        return ok, f"card={a['card_id']}"
-    if kind == "executed":
-        ok = a["executed"] == expect["card_id"] and order_status == expect["status"]
-        return ok, f"executed={a['executed']} order={order_status}"
-    if kind == "clarify":
-        return a["path"] == "clarify", f"path={a['path']}"
-    if kind == "escalate":
-        want = expect.get("reason_code")
-        ok = a["path"] == "escalate" and (want is None or a["escalation_reason"] == want)
-        return ok, f"escalation={a['escalation_reason']} via {a['route'] or 'model'}"
-    if kind == "no_write":
-        confirmed = any(t["confirmed"] for t in a["tools"])
-        ok = not a["sse_cards"] and order_status == expect["status"] and not confirmed
-        return ok, f"cards={len(a['sse_cards'])} order={order_status}"
-    if kind == "identify":
-        d = a["first_decision"] or {}
-        if d.get("decision") == "clarify":
-            q = str(d.get("question", ""))
-            return bool(IDENTITY_Q.search(q)), f"clarify q={q[:60]!r}"
-        if d.get("decision") in LOOKUPS:
-            ok = grounded_lookup(d, a["user_text_redacted"], raw_text)
-            return ok, f"{d['decision']} grounded={ok}"
-        if a["route"]:
-            return False, f"route {a['route']}"
-        return False, f"first={d.get('decision') if d else 'parse failure'}"
-    raise ValueError(f"unknown expectation {kind}")
+# ---- scoring: serve/eval/scoring.py (the same rule `tandem eval` applies) ---------------------
 
 
 # ---- main ---------------------------------------------------------------------------------

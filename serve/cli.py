@@ -10,6 +10,7 @@
     tandem sweep CONFIG --set KEY=V1,V2 ...   one load test per serving-config grid point
     tandem replay SESSION          re-run a session's logged decisions and check they are identical
     tandem explain SESSION [TURN]  one turn's story: text, decisions, contract, guards, delivery, waterfall
+    tandem eval ARGS...            pipelines over the tau2 / flows / coach suites: table, ratios, CDF
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("replay", help="re-run a session's logged decisions and check they are identical")
     sub.add_parser("explain", help="one turn's story from its events and spans (tandem explain --help)")
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
+    sub.add_parser("eval", help="pipelines over the evaluation suites: table, ratios, CDF (tandem eval --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
     sub.add_parser("k8s", help="KubeRay manifests: render from a profile, validate any manifest (tandem k8s --help)")
@@ -146,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
-    # load / sweep / replay / k8s own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    # load / sweep / replay / k8s / eval own their whole argument list (argparse's REMAINDER refuses a leading --flag).
     if argv and argv[0] == "k8s":
         from serve.k8s.cli import main as k8s_main
 
@@ -167,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.sweep import main as sweep_main
 
         return int(sweep_main(argv[1:]) or 0)
+    if argv and argv[0] == "eval":
+        from serve.eval import main as eval_main
+
+        return int(eval_main(argv[1:]) or 0)
     ns = build_parser().parse_args(argv)
     try:
         return int(ns.func(ns) or 0)

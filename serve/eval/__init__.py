@@ -1,0 +1,25 @@
+"""``tandem eval``: the seeds' tables, reproducible on one box.
+
+Runs chosen pipeline kinds over chosen suites through the public API (HTTP/SSE) and
+judges every turn from what the client saw, the turn's stored meta and its structured
+events — never from inside a pipeline.
+
+::
+
+    cli        arguments, suites built, summary written            (serve/eval/cli.py)
+    run        one app per kind and domain, or --http               (serve/eval/run.py)
+    runner     Ray/Serve lifecycle, one SSE turn, event log, metas  (serve/eval/runner.py)
+    evaluate   one session played; one judged row per turn          (serve/eval/evaluate.py)
+    suites     tau2 openings, support flows                         (serve/eval/suites.py)
+    coach      labelled coach sessions, reference directions        (serve/eval/coach.py)
+    scoring    first decision, terminal, correct (as bench_dr)      (serve/eval/scoring.py)
+    measures   invented arguments, unrequested cards, unselected    (serve/eval/measures.py)
+    coach_measures  intent / grounding accuracy, unowned, repeats, contradictions
+    report     summary.json, markdown, first-token CDF, ratios, goals
+"""
+
+from __future__ import annotations
+
+from .cli import main
+
+__all__ = ["main"]

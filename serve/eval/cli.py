@@ -1,0 +1,199 @@
+"""``tandem eval``: chosen pipelines over chosen suites through the public API, one table, one plot.
+
+    tandem eval --config configs/embedded.yaml --pipelines tandem,dr,prompting \\
+        --suites tau2-openings,flows --limit 20 --out results/eval
+    tandem eval --pipelines tandem,sgc_full --suites coach
+    tandem eval --http http://127.0.0.1:8000 --telemetry ~/.cache/tandem/telemetry --pipelines tandem
+    tandem eval --resummarise results/eval/turns.jsonl
+
+Without ``--http`` it starts one local Ray and, per pipeline kind and domain, one app
+from ``--config`` (strictly validated; fresh stores and world in a work folder; the
+kind's own pipeline section), warms it up, plays the suites of that domain over HTTP/SSE,
+and deletes it. With ``--http`` it plays against a running app (loopback unless
+``--allow-remote``); ``--telemetry`` names its event-log folder, without which the
+decision measures are not judged. Bounded: ``--limit`` tau2 tasks, ``--coach-sessions``
+× ``--coach-turns``, ``--max-wall-s`` for the whole run (the remaining turns are skipped
+and the run is marked partial).
+
+Writes ``<out>/summary.json`` (``pipelines.<kind>`` and ``suites.<suite>``),
+``<out>/summary.md``, ``<out>/first_token_cdf.png`` and ``<out>/turns.jsonl`` (every
+turn), and prints the table, the first-token ratios and the goals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .report import markdown, plot_first_token_cdf, summary_doc
+from .suites import SUITE_DOMAIN, Case, flow_suite, tau2_suite
+
+__all__ = ["build_parser", "main", "build_cases"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tandem eval", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, default=REPO / "configs" / "embedded.yaml")
+    p.add_argument("--pipelines", default="tandem,dr,prompting", help="comma-separated pipeline kinds")
+    p.add_argument("--suites", default="tau2-openings,flows", help=f"comma-separated: {', '.join(SUITE_DOMAIN)}")
+    p.add_argument("--tau2-dir", type=Path, default=None,
+                   help="tau2-retail folder with tasks_train.json (default $TANDEM_TAU2_DIR or ../shared/data/tau2-retail)")
+    p.add_argument("--limit", type=int, default=20, help="tau2 tasks in file order (0 = all)")
+    p.add_argument("--verbatim", action="store_true", help="send reason_for_call unchanged (second person)")
+    p.add_argument("--coach-sessions", type=int, default=4)
+    p.add_argument("--coach-turns", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated coach sessions")
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured turns after each app start (at most 2)")
+    p.add_argument("--out", type=Path, default=REPO / "results" / "eval")
+    p.add_argument("--workdir", type=Path, default=None, help="keep stores, worlds and telemetry here "
+                   "(default: a temporary folder, removed at the end)")
+    p.add_argument("--num-cpus", type=float, default=4, help="logical CPUs of the local Ray")
+    p.add_argument("--deploy-timeout-s", type=float, default=900.0)
+    p.add_argument("--turn-timeout-s", type=float, default=300.0)
+    p.add_argument("--max-wall-s", type=float, default=7200.0, help="stop issuing turns after this long")
+    p.add_argument("--http", default=None, help="evaluate a running app at this base URL (one pipeline)")
+    p.add_argument("--telemetry", type=Path, default=None, help="with --http: the app's event-log folder")
+    p.add_argument("--api-key", default=None)
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --http (never the default)")
+    p.add_argument("--resummarise", type=Path, default=None, metavar="TURNS_JSONL",
+                   help="recompute summary, table and plot from a saved turns.jsonl (no app)")
+    return p
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def build_cases(ns: argparse.Namespace, suites: list[str], world_seed: int) -> dict[str, list[Case]]:
+    """The cases of each suite (raises ValueError when a suite's data is missing)."""
+    out: dict[str, list[Case]] = {}
+    for s in suites:
+        if s == "tau2-openings":
+            from pipelines.domains.support.replay import default_tau2_dir
+
+            base = ns.tau2_dir or default_tau2_dir()
+            if not (base / "tasks_train.json").is_file():
+                raise ValueError(f"tau2-retail tasks not found in {base} (use --tau2-dir or TANDEM_TAU2_DIR)")
+            out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim)
+        elif s == "flows":
+            out[s] = flow_suite()
+        elif s == "coach":
+            from .coach import coach_suite
+
+            out[s] = coach_suite(world_seed, seed=ns.seed, sessions=ns.coach_sessions, turns=ns.coach_turns)
+    return out
+
+
+def _validate(ns: argparse.Namespace) -> tuple[list[str], list[str]]:
+    from pipelines.registry import kind_record
+
+    kinds, suites = _split(ns.pipelines), _split(ns.suites)
+    unknown = [s for s in suites if s not in SUITE_DOMAIN]
+    if unknown or not suites:
+        raise ValueError(f"unknown suite(s) {unknown}; known: {', '.join(SUITE_DOMAIN)}")
+    for k in kinds:
+        kind_record(k)  # raises ValueError for an unknown kind
+    if not kinds:
+        raise ValueError("no pipeline kind given")
+    if ns.http:
+        from serve.loadtest.clients import check_target
+
+        check_target(ns.http, allow_remote=ns.allow_remote)
+        if len(kinds) != 1:
+            raise ValueError("--http evaluates the one pipeline the running app serves: give one kind")
+    if ns.coach_sessions * ns.coach_turns > 400 or ns.limit < 0 or ns.limit > 500:
+        raise ValueError("bounded runs only: --limit 0..500, coach sessions x turns <= 400")
+    return kinds, suites
+
+
+def _progress(out: Path) -> Any:
+    """Print each row and append it to ``<out>/turns.jsonl`` as it comes (a crash keeps what was played)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "turns.jsonl"
+    path.write_text("")
+
+    def on_row(row: dict[str, Any]) -> None:
+        with path.open("a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+        _print_row(row)
+
+    return on_row
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    if row.get("eval_error"):
+        print(f"  {row['kind']:9} {row['suite']:13} {row['case'][:22]:22} t{row['turn']} "
+              f"EVAL ERROR {row['eval_error']}", flush=True)
+        return
+    ft = row.get("first_token_ms")
+    extra = f"correct={row['correct']}" if row.get("correct") is not None else ""
+    if row["suite"] == "coach":
+        extra = f"intent={row.get('intent')} ok={row.get('intent_ok')} grounded={row.get('grounding_ok')}"
+    print(f"  {row['kind']:9} {row['suite']:13} {row['case'][:22]:22} t{row['turn']} "
+          f"first={'-' if ft is None else f'{ft:.0f}'}ms e2e={row['e2e_ms']:.0f}ms path={row.get('path')} "
+          f"{extra}", flush=True)
+
+
+def _resummarise(path: Path, out: Path) -> int:
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    run_file = out / "summary.json"
+    run = json.loads(run_file.read_text()).get("run", {}) if run_file.is_file() else {}
+    _write(out, rows, {**run, "resummarised_from": str(path)})
+    return 0
+
+
+def _write(out: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
+    from serve.loadtest.report import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    doc = summary_doc(rows, run)
+    write_json(out / "summary.json", doc)
+    (out / "summary.md").write_text(markdown(doc))
+    with (out / "turns.jsonl").open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r, default=str) + "\n")
+    png = plot_first_token_cdf(out / "first_token_cdf.png", rows)
+    print()
+    print(markdown(doc))
+    print(f"wrote {out / 'summary.json'}, {out / 'summary.md'}, {out / 'turns.jsonl'}"
+          + (f", {png}" if png else ""))
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    ns = build_parser().parse_args(argv)
+    if ns.resummarise:
+        return _resummarise(ns.resummarise, ns.out)
+    try:
+        kinds, suites = _validate(ns)
+        import yaml
+
+        base_args = yaml.safe_load(ns.config.read_text())["applications"][0]["args"]
+        world_seed = int((base_args.get("domain") or {}).get("seed", 7))
+        cases = build_cases(ns, suites, world_seed)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from .run import run_all
+
+    try:
+        rows, run = run_all(ns, kinds, suites, cases, base_args, world_seed, on_row=_progress(ns.out))
+    except ValueError as exc:  # e.g. --http serves another pipeline kind
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _write(ns.out, rows, run)
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,223 @@
+"""One pipeline over its suites: every turn sent through the public API, judged, one row per turn.
+
+:class:`Evaluator` holds what a run shares (the app's URL, the event log, the domain's
+vocabulary and world); :meth:`Evaluator.run_case` plays one session turn by turn and
+returns its rows. A row carries the client's timings, the turn's facts
+(:func:`serve.eval.scoring.analyse_turn`), the decision score, and the safety and
+coach measures (``None`` where a measure cannot be judged: no decision events for the
+kind, or no event log).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .coach_measures import (
+    consecutive_repeats,
+    contradiction,
+    grounding_ok,
+    intent_ok,
+    names_in,
+    unowned_mentions,
+)
+from .measures import (
+    SessionLedger,
+    delivered_text,
+    delivered_unselected_actions,
+    domain_vocabulary,
+    invented_arguments,
+    unrequested_cards,
+)
+from .runner import EventLog, run_turn, session_turns
+from .scoring import DECIDING_KINDS, analyse_turn, score
+from .suites import Case
+
+__all__ = ["Evaluator", "META_KEYS", "initial_order_status"]
+
+#: The key of a kind's own record in a stored turn's meta.
+META_KEYS = {"tandem": "tandem", "dr": "dr"}
+
+
+def _tool_records(kind: str, log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turn's tool calls (``confirmed``, ``ok``, the redacted ``result``) from its events."""
+    out = []
+    for e in log:
+        if e["kind"] == "tandem.tool" and kind == "tandem":
+            out.append({"confirmed": bool(e.get("confirmed")), "ok": bool(e.get("ok")), "result": e.get("result")})
+        elif e["kind"] == "dr.tool" and kind == "dr":
+            obs = (e.get("result") or {}).get("observation") or {}
+            out.append({"confirmed": bool(e.get("confirmed")), "ok": bool(obs.get("ok")), "result": obs.get("result")})
+    return out
+
+
+def _meta_key(kind: str) -> str:
+    return META_KEYS.get(kind, "sgc" if kind.startswith("sgc") or kind == "pe_agent" else kind)
+
+
+@functools.lru_cache(maxsize=4)
+def _support_world(seed: int) -> Any:
+    from pipelines.domains.support import generate_world
+
+    return generate_world(seed)
+
+
+def initial_order_status(world_seed: int, order_id: str) -> str | None:
+    """An order's status in the freshly seeded synthetic support world."""
+    order = _support_world(world_seed).orders.get(order_id)
+    return None if order is None else str(order.status)
+
+
+@dataclass
+class Evaluator:
+    """Plays cases against one running app (see module docstring)."""
+
+    kind: str
+    domain: str
+    http: str
+    events: EventLog
+    max_steps: int = 3
+    world_seed: int = 7
+    stamp: str = field(default_factory=lambda: time.strftime("%H%M%S"))
+    timeout_s: float = 300.0
+    api_key: str | None = None
+    order_status: Callable[[str], str | None] | None = None
+    _pack: Any = None
+    _vocab: set[str] | None = None
+    _world: Any = None
+    _client: Any = None
+
+    def __post_init__(self) -> None:
+        import httpx
+
+        from pipelines.domains import load_domain
+
+        self._client = httpx.Client()
+        self._pack = load_domain(self.domain)
+        self._vocab = domain_vocabulary(self._pack)
+        if self.domain == "coach":
+            from pipelines.domains.coach import generate_coach_world
+
+            self._world = generate_coach_world(self.world_seed)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    @property
+    def logged(self) -> bool:
+        return self.events.directory is not None
+
+    def _status_of(self, order_id: str, session_tools: list[dict[str, Any]]) -> str | None:
+        if self.order_status is not None:
+            status = self.order_status(order_id)
+            if status is not None and not status.startswith("error"):
+                return status
+        for t in reversed(session_tools):  # the status after the last confirmed write of that order
+            result = t.get("result") or {}
+            if t.get("confirmed") and t.get("ok") and result.get("order_id") == order_id and result.get("status"):
+                return str(result["status"])
+        return initial_order_status(self.world_seed, order_id) if self.domain == "support" else None
+
+    def run_case(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Play one session; one row per turn."""
+        sid = f"eval-{self.kind}-{case.case_id}-{self.stamp}"[:120]
+        ledger = SessionLedger()
+        for key in ("user_id", "opponent_id"):
+            if case.info.get(key):
+                ledger.observed.add(str(case.info[key]).casefold())  # the session's bound live state
+        rows: list[dict[str, Any]] = []
+        session_tools: list[dict[str, Any]] = []
+        prev_w3: dict[str, Any] | None = None
+        for i, turn in enumerate(case.turns):
+            res = run_turn(self.http, sid, turn.text, user_id=turn.user_id, timeout_s=self.timeout_s,
+                           api_key=self.api_key, client=self._client)
+            if turn.user_id:
+                ledger.observed.add(turn.user_id.casefold())
+            red = ledger.add_user_text(turn.text)
+            tid = res.done.get("turn_id")
+            log = self.events.turn(tid) if tid and self.logged else []
+            stored = next((t for t in session_turns(self.http, sid, api_key=self.api_key, client=self._client)
+                           if t.get("turn_id") == tid), {}) if tid else {}
+            meta = stored.get("meta") or {}
+            own = meta.get(_meta_key(self.kind)) or {}
+            base: dict[str, Any] = {
+                "kind": self.kind, "suite": case.suite, "case": case.case_id, "turn": i, "session_id": sid,
+                "text": turn.text, "user_id": turn.user_id, "expect": turn.expect, "label": turn.label,
+                "status": res.done.get("status"), "error": res.error, "turn_id": tid,
+                "first_token_ms": res.first_token_ms, "first_narration_ms": res.first_narration_ms,
+                "first_reply_ms": res.first_reply_ms, "first_visible_ms": res.first_visible_ms,
+                "e2e_ms": round(res.e2e_ms, 1), "server": (res.done.get("timings") or {}), "info": case.info,
+                "loadavg_1m": round(os.getloadavg()[0], 2),  # the box may be shared: context for the timings
+            }
+            try:
+                row = self._judge(base, case, turn, res.events, log, own, red, ledger, session_tools)
+                if case.suite == "coach":
+                    prev_w3 = self._coach(row, res.events, turn, case, meta, prev_w3)
+            except Exception as exc:  # a judging bug is reported on its turn; the run goes on
+                row = {**base, "eval_error": f"{type(exc).__name__}: {exc}"[:300]}
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+        return rows
+
+    def _judge(self, base: dict[str, Any], case: Case, turn: Any, sse: list[dict[str, Any]],
+               log: list[dict[str, Any]], own: dict[str, Any], red: str, ledger: SessionLedger,
+               session_tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """The row of one support or coach turn: facts, decision score, safety measures."""
+        facts = analyse_turn(self.kind, sse, log, own, self.max_steps, user_text_redacted=red)
+        decides = self.kind in DECIDING_KINDS
+        row: dict[str, Any] = {
+            **base,
+            "terminal": facts["terminal"] if decides and self.logged else None,
+            **{k: facts.get(k) for k in ("route", "path", "card_id", "executed", "escalation_reason",
+                                         "authenticated_user_id", "steps", "decisions", "first_decision",
+                                         "parse_failures", "fallbacks", "intent", "sub_intent", "phi")},
+            "sse_types": facts["sse_types"], "reply": facts["reply"],
+        }
+        session_tools += _tool_records(self.kind, log)
+        if turn.expect is not None:
+            if decides and not self.logged:
+                row["correct"], row["detail"] = None, "no event log"
+            elif case.suite == "tau2-openings" and not decides:
+                row["correct"], row["detail"] = None, "no decision to score"
+            else:
+                oid = turn.expect.get("order_id")
+                status = self._status_of(oid, session_tools) if oid else None
+                row["correct"], row["detail"] = score(turn.expect, facts, turn.text, status)
+                row["order_status"] = status
+        if decides:
+            row["invented"] = invented_arguments(self.kind, log, ledger, self._vocab or set()) if self.logged else None
+        else:  # a kind that calls no tools invents nothing; the others are not judged here
+            row["invented"] = [] if self.kind == "prompting" else None
+        row["unrequested"] = unrequested_cards(sse, ledger.raw_texts)
+        row["unselected"] = delivered_unselected_actions(sse, own.get("card_id"), recorded=decides and bool(own))
+        return row
+
+    def _coach(self, row: dict[str, Any], sse: list[dict[str, Any]], turn: Any, case: Case,
+               meta: dict[str, Any], prev_w3: dict[str, Any] | None) -> dict[str, Any] | None:
+        world = self._world
+        own = meta.get(_meta_key(self.kind)) or {}
+        intent = (own.get("c1") or {}).get("intent")
+        row["intent"] = intent
+        perceives = self.kind in ("tandem", "sgc_w1", "sgc_w1w2", "sgc_full") and bool(own)
+        row["intent_ok"] = intent_ok(turn.label, intent) if perceives else None
+        text = delivered_text(sse)
+        reply = "".join(e.get("text", "") for e in sse if e.get("type") == "reply.delta")
+        row["grounding_ok"] = grounding_ok(turn.label, text)
+        user = world.users.get(case.info.get("user_id") or turn.user_id or "")
+        opp = world.opponents.get(case.info.get("opponent_id") or "")
+        if user is not None:
+            row["unowned"] = unowned_mentions(
+                text, species=world.species, owned=[c.species for c in user.creatures], user_text=turn.text,
+                opponent_team=[m.species for m in opp.team] if opp else [])
+        row["contradiction"] = contradiction(reply, list(world.species) + list(world.skills))
+        row["named"] = names_in(text, world.species)
+        w3 = meta.get("w3")
+        row["w3"] = w3
+        row["w3_repeat"] = bool(consecutive_repeats([prev_w3, w3])) if w3 is not None else None
+        return w3

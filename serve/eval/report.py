@@ -1,0 +1,256 @@
+"""Aggregates of ``tandem eval``: ``summary.json``, the markdown table, the first-token CDF, the ratios.
+
+Every measure is computed from the per-turn rows alone, so a saved run can be
+re-summarised without an app. A count-with-denominator measure is
+``{"n": scored turns, "ok": k, "pct": 100·k/n}`` (``None`` when no turn could be
+scored — e.g. ``correct`` for a kind that makes no decisions, or any decision
+measure of an ``--http`` run without ``--telemetry``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["percentile", "p50_p90", "rate", "summarise", "summary_doc", "ratios", "goals", "markdown",
+           "plot_first_token_cdf", "GOALS"]
+
+Row = Mapping[str, Any]
+
+GOALS = {
+    "tandem_vs_dr_first_token_p50_min": 5.0,
+    "tandem_over_prompting_first_token_p50_max": 1.2,
+    "tandem_tau2_correct_pct_min": 50.0,
+}
+
+
+def percentile(xs: Iterable[float], q: float) -> float | None:
+    """Linear-interpolated percentile (``None`` for no values)."""
+    vals = sorted(x for x in xs if x is not None)
+    if not vals:
+        return None
+    k = (len(vals) - 1) * q
+    lo, hi = math.floor(k), min(math.floor(k) + 1, len(vals) - 1)
+    return round(vals[lo] + (vals[hi] - vals[lo]) * (k - lo), 1)
+
+
+def p50_p90(xs: Iterable[float | None]) -> dict[str, Any]:
+    vals = [x for x in xs if x is not None]
+    return {"p50": percentile(vals, 0.5), "p90": percentile(vals, 0.9), "n": len(vals)}
+
+
+def rate(flags: Iterable[bool | None]) -> dict[str, Any] | None:
+    """``{n, ok, pct}`` over the flags that are not ``None`` (``None`` when there are none)."""
+    vals = [bool(f) for f in flags if f is not None]
+    if not vals:
+        return None
+    return {"n": len(vals), "ok": sum(vals), "pct": round(100.0 * sum(vals) / len(vals), 1)}
+
+
+def _count(rows: Sequence[Row], key: str) -> int | None:
+    vals = [r.get(key) for r in rows]
+    if all(v is None for v in vals):
+        return None
+    return sum(len(v) if isinstance(v, list) else int(bool(v)) for v in vals if v is not None)
+
+
+def summarise(rows: Sequence[Row]) -> dict[str, Any]:
+    """Every measure over ``rows`` (one pipeline kind, one suite or all of them)."""
+    coach = [r for r in rows if r.get("suite") == "coach"]
+    out: dict[str, Any] = {
+        "turns": len(rows),
+        "statuses": dict(Counter(str(r.get("status")) for r in rows)),
+        "errors": sum(1 for r in rows if r.get("error")),
+        "eval_errors": sum(1 for r in rows if r.get("eval_error")),
+        "first_token_ms": p50_p90(r.get("first_token_ms") for r in rows),
+        "first_visible_ms": p50_p90(r.get("first_visible_ms") for r in rows),
+        # a turn that streamed no delta counts with its end: what the user waited before seeing a word
+        "first_token_or_end_ms": p50_p90(r.get("first_token_ms") if r.get("first_token_ms") is not None
+                                         else r.get("e2e_ms") for r in rows),
+        "e2e_ms": p50_p90(r.get("e2e_ms") for r in rows),
+        "loadavg_1m": p50_p90(r.get("loadavg_1m") for r in rows),
+        "turns_without_delta": sum(1 for r in rows if r.get("first_token_ms") is None),
+        "correct": rate(r.get("correct") for r in rows),
+        "terminal_within_cap": rate(r.get("terminal") for r in rows),
+        "invented_arguments": _count(rows, "invented"),
+        "unrequested_cards": _count(rows, "unrequested"),
+        "delivered_unselected_actions": _count(rows, "unselected"),
+    }
+    if coach:
+        out.update({
+            "intent_accuracy": rate(r.get("intent_ok") for r in coach),
+            "grounding_accuracy": rate(r.get("grounding_ok") for r in coach),
+            "unowned_mentions": _count(coach, "unowned"),
+            "consecutive_repeats": _count(coach, "w3_repeat"),
+            "contradictions": _count(coach, "contradiction"),
+        })
+    return out
+
+
+def summary_doc(rows: Sequence[Row], run: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.json``: ``pipelines.<kind>`` (all turns, and ``suites.<suite>``), ratios, goals, the run."""
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    pipelines: dict[str, Any] = {}
+    for kind in kinds:
+        mine = [r for r in rows if r["kind"] == kind]
+        suites = list(dict.fromkeys(r["suite"] for r in mine))
+        pipelines[kind] = {**summarise(mine), "suites": {s: summarise([r for r in mine if r["suite"] == s])
+                                                          for s in suites}}
+    doc = {"run": dict(run), "pipelines": pipelines}
+    doc["ratios"] = ratios(pipelines)
+    doc["goals"] = goals(pipelines, doc["ratios"])
+    return doc
+
+
+def _p50(pipelines: Mapping[str, Any], kind: str, suite: str, measure: str = "first_token_ms") -> float | None:
+    return (((pipelines.get(kind) or {}).get("suites") or {}).get(suite) or {}).get(measure, {}).get("p50")
+
+
+def ratios(pipelines: Mapping[str, Any]) -> dict[str, Any]:
+    """First-token p50 ratios measured side by side in this run, per suite (``_or_end``: a turn without
+    a delta counted at its end)."""
+    suites = sorted({s for p in pipelines.values() for s in p.get("suites", {})})
+    out: dict[str, Any] = {}
+    for s in suites:
+        row: dict[str, Any] = {}
+        for measure, suffix in (("first_token_ms", ""), ("first_token_or_end_ms", "_or_end")):
+            t = _p50(pipelines, "tandem", s, measure)
+            for other, key, flip in (("dr", "tandem_vs_dr_first_token", True),
+                                     ("prompting", "tandem_over_prompting_first_token", False),
+                                     ("sgc_full", "tandem_vs_sgc_full_first_token", True)):
+                o = _p50(pipelines, other, s, measure)
+                if t and o:
+                    row[f"{key}{suffix}_p50"] = round(o / t, 2) if flip else round(t / o, 2)
+        if row:
+            out[s] = row
+    return out
+
+
+def goals(pipelines: Mapping[str, Any], rat: Mapping[str, Any]) -> dict[str, Any]:
+    """The issue's goals, each with the measured value and whether it is met (``None``: not measured).
+
+    Ratios are judged on the unrounded p50s; the value shown is the rounded ratio.
+    """
+    tandem = pipelines.get("tandem") or {}
+    tau2 = (tandem.get("suites") or {}).get("tau2-openings") or {}
+    flows = (tandem.get("suites") or {}).get("flows") or {}
+    out: dict[str, Any] = {}
+
+    def put(name: str, value: Any, met: bool | None) -> None:
+        out[name] = {"value": value, "met": met}
+
+    r = (rat.get("tau2-openings") or {})
+    t, d, p = (_p50(pipelines, k, "tau2-openings") for k in ("tandem", "dr", "prompting"))
+    put("tandem_first_token_5x_sooner_than_dr_tau2", r.get("tandem_vs_dr_first_token_p50"),
+        None if not (t and d) else d / t >= GOALS["tandem_vs_dr_first_token_p50_min"])
+    put("tandem_first_token_within_1.2x_prompting_tau2", r.get("tandem_over_prompting_first_token_p50"),
+        None if not (t and p) else t / p <= GOALS["tandem_over_prompting_first_token_p50_max"])
+    for key in ("invented_arguments", "unrequested_cards"):
+        v = tandem.get(key)
+        put(f"tandem_{key}_zero", v, None if v is None else v == 0)
+    c = tau2.get("correct")
+    put("tandem_tau2_correct_50pct", c, None if c is None else c["pct"] >= GOALS["tandem_tau2_correct_pct_min"])
+    c = flows.get("correct")
+    put("tandem_flows_all_correct", c, None if c is None else c["ok"] == c["n"])
+    vals = {k: p.get("delivered_unselected_actions") for k, p in pipelines.items()}
+    known = [v for v in vals.values() if v is not None]
+    put("delivered_unselected_actions_zero_everywhere", vals, None if not known else all(v == 0 for v in known))
+    coach_t = (tandem.get("suites") or {}).get("coach")
+    coach_s = ((pipelines.get("sgc_full") or {}).get("suites") or {}).get("coach")
+    if coach_t and coach_s:
+        worse = []
+        for key, higher_better in (("intent_accuracy", True), ("grounding_accuracy", True),
+                                   ("unowned_mentions", False), ("consecutive_repeats", False),
+                                   ("contradictions", False)):
+            a, b = coach_t.get(key), coach_s.get(key)
+            if isinstance(a, dict) and isinstance(b, dict):
+                a, b = a["pct"], b["pct"]
+            if a is not None and b is not None and ((a < b) if higher_better else (a > b)):
+                worse.append(key)
+        put("coach_tandem_no_worse_than_sgc_full", worse, not worse)
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, dict) and "ok" in v:
+        return f"{v['ok']}/{v['n']} ({v['pct']:g}%)"
+    if isinstance(v, dict) and "p50" in v:
+        return "–" if v["p50"] is None else f"{v['p50']:.0f} / {v['p90']:.0f}"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+SUPPORT_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
+                ("turns without a delta", "turns_without_delta"),
+                ("first token or end p50 / p90 ms", "first_token_or_end_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
+                ("correct", "correct"), ("terminal within cap", "terminal_within_cap"),
+                ("invented args", "invented_arguments"), ("unrequested cards", "unrequested_cards"),
+                ("unselected actions", "delivered_unselected_actions"), ("load 1m p50 / p90", "loadavg_1m"))
+COACH_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
+              ("turns without a delta", "turns_without_delta"), ("e2e p50 / p90 ms", "e2e_ms"),
+              ("intent acc (TGA)", "intent_accuracy"), ("grounding acc (SGA)", "grounding_accuracy"),
+              ("unowned mentions", "unowned_mentions"), ("consecutive repeats", "consecutive_repeats"),
+              ("contradictions", "contradictions"), ("unselected actions", "delivered_unselected_actions"),
+              ("load 1m p50 / p90", "loadavg_1m"))
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    """The run as markdown: one table per suite family, the ratios and the goals."""
+    lines = [f"# tandem eval — {doc['run'].get('started_at', '')}", ""]
+    for title, suites, cols in (("Support", ("tau2-openings", "flows"), SUPPORT_COLS),
+                                ("Coach", ("coach",), COACH_COLS)):
+        body = [(k, s, p["suites"][s]) for k, p in doc["pipelines"].items() for s in suites if s in p["suites"]]
+        if not body:
+            continue
+        lines += [f"## {title}", "", "| pipeline | suite | " + " | ".join(c for c, _ in cols) + " |",
+                  "|---|---|" + "---|" * len(cols)]
+        lines += [f"| {k} | {s} | " + " | ".join(_fmt(m.get(key)) for _, key in cols) + " |" for k, s, m in body]
+        lines.append("")
+    if doc.get("ratios"):
+        lines += ["## First-token ratios (p50, same run)", ""]
+        lines += [f"* {s}: " + ", ".join(f"{k} = {v}" for k, v in r.items()) for s, r in doc["ratios"].items()]
+        lines.append("")
+    if doc.get("goals"):
+        lines += ["## Goals", ""]
+        for name, g in doc["goals"].items():
+            mark = {True: "met", False: "MISSED", None: "not measured"}[g["met"]]
+            lines.append(f"* {name}: {mark} ({_fmt(g['value'])})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_first_token_cdf(path: Path, rows: Sequence[Row]) -> Path | None:
+    """One panel per suite, one CDF line per pipeline: the first visible token (ms, at the client)."""
+    suites = list(dict.fromkeys(r["suite"] for r in rows))
+    if not suites:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(suites), figsize=(5.5 * len(suites), 4), squeeze=False)
+    for ax, suite in zip(axes[0], suites, strict=True):
+        for kind in dict.fromkeys(r["kind"] for r in rows if r["suite"] == suite):
+            xs = sorted(r["first_token_ms"] for r in rows
+                        if r["suite"] == suite and r["kind"] == kind and r.get("first_token_ms") is not None)
+            if xs:
+                ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=f"{kind} (n={len(xs)})")
+        ax.set_xscale("log")
+        ax.set_xlabel("first visible token (ms, client)")
+        ax.set_ylabel("fraction of turns")
+        ax.set_title(suite)
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
