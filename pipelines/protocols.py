@@ -58,6 +58,9 @@ class ModelCall(BaseModel):
     stop: list[str] = Field(default_factory=list)
     repetition_penalty: float = Field(1.0, ge=1.0, le=2.0, description="1.0: off.")
     structured_output: StructuredOutput | None = None
+    priority: int = Field(
+        0, description="Engine scheduling priority: lower runs earlier (vLLM's order); 0 is every "
+        "request's default. Takes effect on an engine with scheduling_policy 'priority'.")
 
 
 @runtime_checkable

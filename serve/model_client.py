@@ -54,6 +54,8 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
         "top_p": call.top_p,
         "stream": True,
     }
+    if call.priority:
+        body["priority"] = call.priority
     if call.seed is not None:
         body["seed"] = call.seed
     if call.stop:
