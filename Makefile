@@ -9,7 +9,11 @@ STAMP := $(VENV)/.stamp-install
 CONFIG ?= configs/embedded.yaml
 PYTEST_ARGS ?=
 
-.PHONY: system-deps install run test unit integration lint bench k8s
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_VERSION := 20.26.1
+PHOENIX_STAMP := $(PHOENIX_VENV)/.stamp-phoenix
+
+.PHONY: system-deps install run test unit integration lint bench k8s phoenix observe
 
 install: $(STAMP)
 
@@ -28,19 +32,36 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/tandem run $(CONFIG)
 
+# Arize Phoenix (the local trace UI) in its own virtualenv: its dependencies would move pins
+# that Ray Serve and vLLM rely on (a newer FastAPI among ~60 packages).
+phoenix: $(PHOENIX_STAMP)
+
+$(PHOENIX_STAMP):
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install -q "arize-phoenix==$(PHOENIX_VERSION)"
+	touch $(PHOENIX_STAMP)
+
+# The app plus Phoenix on loopback (http://127.0.0.1:6006): every turn's trace appears there.
+observe: install phoenix
+	$(VENV)/bin/tandem run $(CONFIG) --observe
+
 # The Redis store's tests run against a real redis-server (started by the tests on a free port).
+# The Phoenix browser test drives Debian's headless Chromium.
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server >/dev/null) \
 	  || echo "warning: could not install redis-server; the Redis store tests will skip"
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+	  || echo "warning: could not install chromium; the Phoenix browser test will skip"
 
-test: install system-deps
+test: install system-deps phoenix
 	$(VENV)/bin/tandem prepare-model
 	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest -q -rs tests/unit $(PYTEST_ARGS)
 
-integration: install
+integration: install phoenix
 	$(PY) -m pytest -q -rs tests/integration $(PYTEST_ARGS)
 
 lint: install
@@ -50,4 +71,6 @@ bench: install
 	$(PY) scripts/bench_overhead.py
 
 k8s: install
-	$(VENV)/bin/tandem k8s render configs/h100.yaml --out-dir k8s
+	$(VENV)/bin/tandem k8s render configs/h100.yaml --out-dir k8s/base
+	$(VENV)/bin/tandem k8s render configs/cpu-dev.yaml --serve-config-patch k8s/overlays/cpu-dev/serve-config.yaml
+	$(VENV)/bin/tandem k8s validate k8s/

@@ -45,6 +45,8 @@ __all__ = [
     "validate_engine_args",
     "validate_serve_config_v2",
     "RAY_MANAGED_ENGINE_KWARGS",
+    "UnknownKey",
+    "strict_unknown_keys",
 ]
 
 # Ray Serve LLM sets these itself and refuses them in engine_kwargs.
@@ -293,16 +295,37 @@ def _model_classes(annotation: Any) -> list[type]:
     return out
 
 
-def _strict_walk(model: type, data: Any, path: str, errors: list[str]) -> None:
+@dataclasses.dataclass(frozen=True)
+class UnknownKey:
+    """A key that a strict reading of a pydantic schema refuses (the schema itself ignores it)."""
+
+    path: tuple[str | int, ...]  # where the key sits: ("applications", 0, "deployments", 1)
+    key: str
+    model: str  # the schema class that does not know it
+    allowed: tuple[str, ...]  # the keys that class knows (field names and aliases)
+
+    def __str__(self) -> str:
+        return f"{_dotted((*self.path, self.key))}: unknown key (not in {self.model})"
+
+
+def _dotted(parts: tuple[str | int, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def strict_unknown_keys(model: type, data: Any, path: tuple[str | int, ...] = ()) -> list[UnknownKey]:
+    """Every key of ``data`` that ``model`` (a pydantic class) and its nested models do not define."""
     if not isinstance(data, Mapping):
-        return
+        return []
     fields = model.model_fields  # type: ignore[attr-defined]
     names = {name: name for name in fields}
     names.update({f.alias: name for name, f in fields.items() if f.alias})
+    out: list[UnknownKey] = []
     for key, value in data.items():
-        where = f"{path}.{key}" if path else str(key)
         if key not in names:
-            errors.append(f"{where}: unknown key (not in {model.__name__})")
+            out.append(UnknownKey(path, str(key), model.__name__, tuple(names)))
             continue
         classes = _model_classes(fields[names[key]].annotation)
         if not classes:
@@ -310,9 +333,10 @@ def _strict_walk(model: type, data: Any, path: str, errors: list[str]) -> None:
         sub = classes[0]
         if isinstance(value, list):
             for i, item in enumerate(value):
-                _strict_walk(sub, item, f"{where}[{i}]", errors)
+                out += strict_unknown_keys(sub, item, (*path, key, i))
         else:
-            _strict_walk(sub, value, where, errors)
+            out += strict_unknown_keys(sub, value, (*path, key))
+    return out
 
 
 def validate_serve_config_v2(
@@ -338,8 +362,7 @@ def validate_serve_config_v2(
     data = yaml.safe_load(config) if isinstance(config, str) else config
     if not isinstance(data, Mapping):
         raise ConfigError("serveConfigV2 must be a mapping")
-    errors: list[str] = []
-    _strict_walk(ServeDeploySchema, data, "", errors)
+    errors = [str(u) for u in strict_unknown_keys(ServeDeploySchema, data)]
     if errors:
         raise ConfigError("serveConfigV2 is not strictly valid: " + "; ".join(errors))
     try:

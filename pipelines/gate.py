@@ -38,6 +38,7 @@ from pipelines.guardrails.ids import (
 )
 from pipelines.guardrails.pii import PLACEHOLDER_RE
 from pipelines.guardrails.post import PostGuardView, Violation
+from pipelines.spans import guard_span
 
 __all__ = [
     "Judgement",
@@ -108,6 +109,9 @@ class SentenceGate:
         self.withheld = 0
         self.replaced = 0
         self.kinds: list[str] = []
+        self._decision: tuple[str, list[str]] = ("pass", [])  # the last release's, for its span
+        self._streamed = 0  # characters of the current sentence released by stream()
+        self._blocked_partial = False
 
     @property
     def text(self) -> str:
@@ -138,7 +142,17 @@ class SentenceGate:
         self.emit(self.event, **fields)
 
     async def release(self, sentence: str) -> str | None:
-        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``."""
+        """The text to deliver for ``sentence``: itself, the safe wording, or ``None``.
+
+        Each decision is a GUARDRAIL span ``tandem.guard.<stage>`` (sentence, decision, kinds, release).
+        """
+        with guard_span(self.stage, text=sentence, source=self.source or None, mode=self.mode) as span:
+            self._decision = ("pass", [])
+            out = await self._release(sentence)
+            span.decision(self._decision[0], kinds=self._decision[1], output=out)
+        return out
+
+    async def _release(self, sentence: str) -> str | None:
         text = sentence
         violations: list[Violation] = []
         safe = self.safe
@@ -163,6 +177,7 @@ class SentenceGate:
             self.released.append(text)
             return text
         self.kinds += [v.kind for v in violations if v.kind not in self.kinds]
+        self._decision = ("observe" if self.mode == "observe" else "block", [v.kind for v in violations])
         if self.mode == "observe":
             for v in violations:
                 self.counters.delivered_violation(v.kind)
@@ -180,6 +195,50 @@ class SentenceGate:
         self.released.append(safe)
         self.replaced += 1
         return safe
+
+    async def stream(self, partial: str, *, hold_words: int = 3) -> str:
+        """Release a sentence while it is still being written: the words that are newly safe.
+
+        ``partial`` is the sentence so far. Every judge sees all of it on each call, and
+        only complete words more than ``hold_words`` from its end are released — so a
+        violation that takes up to ``hold_words + 1`` words to appear is caught before its
+        first word goes out, and once the sentence so far fails, nothing more of it is
+        released (:meth:`close` then decides). Returns ``""`` when nothing new is safe.
+        """
+        if self._blocked_partial:
+            return ""
+        words = re.findall(r"\S+\s+", partial)  # complete words only (the last one may still grow)
+        cut = sum(len(w) for w in words[: max(0, len(words) - hold_words)])
+        if cut <= self._streamed:
+            return ""
+        for judge in self.judges:
+            try:
+                verdict = await judge.judge(partial, self.released)
+            except Exception:  # an unjudged text is not released; close() decides, fail closed
+                self._blocked_partial = True
+                return ""
+            if verdict.violations:
+                self._blocked_partial = True
+                return ""
+        new = partial[self._streamed:cut]
+        self._streamed = cut
+        return new
+
+    async def close(self, sentence: str) -> str | None:
+        """The sentence :meth:`stream` was releasing is complete: its remainder, or the safe wording.
+
+        Judged whole; when it passes, the rest of it is released. When it fails, nothing
+        more of it is; the safe wording follows as a sentence of its own (a fragment that
+        already went out never carried the violation).
+        """
+        streamed, self._streamed, self._blocked_partial = self._streamed, 0, False
+        if not streamed:
+            return await self.release(sentence)
+        withheld = self.withheld
+        out = await self.release(sentence)
+        if self.withheld == withheld:
+            return sentence[streamed:]
+        return None if out is None else " " + out
 
     def summary(self) -> dict[str, Any]:
         """What the gate did this turn (stored in the turn's meta)."""

@@ -57,6 +57,10 @@ class ModelCall(BaseModel):
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
     repetition_penalty: float = Field(1.0, ge=1.0, le=2.0, description="1.0: off.")
+    prefix: str = Field(
+        "", description="Text the assistant's reply starts with, already decided (fixed tag text): the model "
+        "continues it, the stream yields only what follows, and the constraint applies after it.",
+    )
     structured_output: StructuredOutput | None = None
     priority: int = Field(
         0, description="Engine scheduling priority: lower runs earlier (vLLM's order); 0 is every "

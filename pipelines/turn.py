@@ -37,7 +37,7 @@ from pipelines.events import (
     TurnRequest,
 )
 from pipelines.protocols import EventSink, NullEventSink, SessionStore, TurnRecord
-from pipelines.telemetry import stage_span
+from pipelines.telemetry import annotate, stage_span
 
 __all__ = [
     "SESSION_ID_RE",
@@ -187,7 +187,8 @@ class TurnRunner:
 
         error: ErrorEvent | None = None
         try:
-            with stage_span("turn", session_id=session_id, turn_id=turn_id, pipeline=self.pipeline.name):
+            with stage_span("turn", session_id=session_id, turn_id=turn_id, pipeline=self.pipeline.name,
+                            input=request.text) as span:  # texts on spans are redacted (safe_text)
                 async with asyncio.timeout(self.deadline_s):
                     async for event in self.pipeline.run(ctx):
                         if first_token_ms is None and isinstance(event, NarrationDelta | ReplyDelta):
@@ -195,6 +196,8 @@ class TurnRunner:
                         if isinstance(event, ReplyDelta):
                             reply.append(event.text)
                         yield event
+                annotate(span, status=ctx.status, output="".join(reply), rules_version=ctx.rules_version,
+                         first_token_ms=first_token_ms)
         except TimeoutError:
             err: TandemError = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
             error = ErrorEvent(code=err.code, message=err.message)

@@ -1,12 +1,15 @@
 """The ``tandem`` command.
 
     tandem run [CONFIG]            prepare the model, start Ray and the app, serve until Ctrl-C
+                                   (--observe: Arize Phoenix on loopback beside it, every trace exported)
     tandem prepare-model           convert the embedded model once (idempotent)
     tandem check-config CONFIG     validate a Serve config file strictly
-    tandem k8s render CONFIG       render the KubeRay RayService (+ Redis, secrets) from a profile
+    tandem k8s render CONFIG       render the KubeRay RayService (+ Redis, secrets, kustomize base) from a profile
+    tandem k8s validate PATH...    validate manifests strictly (files, folders, kustomize overlays, - for stdin)
     tandem load ARGS...            bounded load test over HTTP/SSE and gRPC (goodput at SLOs, plots)
     tandem sweep CONFIG --set KEY=V1,V2 ...   one load test per serving-config grid point
     tandem replay SESSION          re-run a session's logged decisions and check they are identical
+    tandem explain SESSION [TURN]  one turn's story: text, decisions, contract, guards, delivery, waterfall
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from pipelines.errors import ConfigError
 
@@ -33,8 +37,14 @@ def cmd_run(ns: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     t0 = time.monotonic()
     _print(f"starting Tandem from {ns.config} ...")
-    ep = start_app(ns.config, num_cpus=ns.num_cpus, metrics_port=ns.metrics_port,
-                   http_port=ns.http_port, grpc_port=ns.grpc_port)
+    phoenix = _start_phoenix(ns) if ns.observe else None
+    try:
+        ep = start_app(ns.config, num_cpus=ns.num_cpus, metrics_port=ns.metrics_port, http_port=ns.http_port,
+                       grpc_port=ns.grpc_port, otlp_endpoint=phoenix.otlp_endpoint if phoenix else None)
+    except BaseException:
+        if phoenix is not None:
+            phoenix.stop()
+        raise
     try:
         from serve.deploy import wait_app_running
 
@@ -46,13 +56,20 @@ def cmd_run(ns: argparse.Namespace) -> int:
         _print(f"OpenAI     {ep['openai']}   (/chat/completions, /models)")
         if ep["metrics"]:
             _print(f"metrics    {ep['metrics']}")
-        _print(f"telemetry  {ep['telemetry']}   (spans-*.jsonl, events-*.jsonl)\n")
+        _print(f"telemetry  {ep['telemetry']}   (spans-*.jsonl, events-*.jsonl; tandem explain SESSION)")
+        if phoenix is not None:
+            phoenix.wait_ready()
+            _print(f"traces     {phoenix.ui}   (Arize Phoenix, project {phoenix.project!r}; "
+                   f"OTLP/gRPC {phoenix.otlp_endpoint})")
+        _print("")
         if not ns.no_example:
             _print("example turn: POST /v1/sessions/demo-session/turns {\"text\": \"Hi! What can you help me with?\"}")
             done = example_turn(ep["http"])
             if done:
                 _print(f"done: status={done['status']} turn={done['turn_id']} trace={done['trace_id']} "
                        f"first_token={done['timings']['first_token_ms']} ms end={done['timings']['end_ms']} ms")
+                if phoenix is not None:
+                    _print(f"trace:  {phoenix.trace_url(done['trace_id'])}")
         _print("\nserving; press Ctrl-C to stop")
         while not stop.wait(1.0):
             pass
@@ -65,7 +82,19 @@ def cmd_run(ns: argparse.Namespace) -> int:
             serve.shutdown()
         finally:
             ray.shutdown()
+            if phoenix is not None:
+                phoenix.stop()
     return 0
+
+
+def _start_phoenix(ns: argparse.Namespace) -> Any:
+    """Arize Phoenix on loopback from its own virtualenv (``make phoenix``); the app exports to it."""
+    from models.prepare import cache_dir
+    from serve.phoenix import PhoenixServer
+
+    phoenix = PhoenixServer.start(cache_dir() / "phoenix", port=ns.phoenix_port, grpc_port=ns.phoenix_grpc_port)
+    _print(f"phoenix    starting on {phoenix.ui} (log {phoenix.log_path})")
+    return phoenix
 
 
 def cmd_prepare(ns: argparse.Namespace) -> int:
@@ -85,15 +114,6 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_k8s(ns: argparse.Namespace) -> int:
-    from serve.k8s import main as k8s_main
-
-    args = list(ns.args)
-    if args and args[0] == "render":
-        args = args[1:]
-    return int(k8s_main(args) or 0)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tandem", description="State-grounded two-model assistants on Ray Serve")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -105,15 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--grpc-port", type=int, default=None)
     r.add_argument("--ready-timeout", type=float, default=600.0)
     r.add_argument("--no-example", action="store_true")
+    r.add_argument("--observe", action="store_true",
+                   help="start Arize Phoenix on loopback beside the app and export every trace to it")
+    r.add_argument("--phoenix-port", type=int, default=6006, help="Phoenix UI / HTTP port (with --observe)")
+    r.add_argument("--phoenix-grpc-port", type=int, default=4317, help="Phoenix OTLP/gRPC port (with --observe)")
     r.set_defaults(func=cmd_run)
     sub.add_parser("load", help="bounded load test of the turn API over HTTP/SSE and gRPC (tandem load --help)")
     sub.add_parser("replay", help="re-run a session's logged decisions and check they are identical")
+    sub.add_parser("explain", help="one turn's story from its events and spans (tandem explain --help)")
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
-    k = sub.add_parser("k8s", help="render KubeRay manifests from a profile (tandem k8s render configs/h100.yaml)")
-    k.add_argument("args", nargs=argparse.REMAINDER)
-    k.set_defaults(func=cmd_k8s)
+    sub.add_parser("k8s", help="KubeRay manifests: render from a profile, validate any manifest (tandem k8s --help)")
     c = sub.add_parser("check-config", help="validate a Serve config file strictly")
     c.add_argument("config")
     c.set_defaults(func=cmd_check)
@@ -123,7 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
-    # load / sweep own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    # load / sweep / replay / k8s own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    if argv and argv[0] == "k8s":
+        from serve.k8s.cli import main as k8s_main
+
+        return int(k8s_main(argv[1:]) or 0)
     if argv and argv[0] == "load":
         from serve.loadtest import main as load_main
 
@@ -132,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.replay import main as replay_main
 
         return int(replay_main(argv[1:]) or 0)
+    if argv and argv[0] == "explain":
+        from serve.explain import main as explain_main
+
+        return int(explain_main(argv[1:]) or 0)
     if argv and argv[0] == "sweep":
         from serve.sweep import main as sweep_main
 

@@ -20,16 +20,20 @@ def _print(msg: str) -> None:
 
 
 def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: int | None = None,
-              http_port: int | None = None, grpc_port: int | None = None) -> dict[str, Any]:
-    """Start a local Ray, Serve's proxies and the app from a Serve file. Returns endpoints."""
+              http_port: int | None = None, grpc_port: int | None = None,
+              otlp_endpoint: str | None = None) -> dict[str, Any]:
+    """Start a local Ray, Serve's proxies and the app from a Serve file. Returns endpoints.
+
+    ``otlp_endpoint`` overrides the config's ``telemetry.otlp_endpoint`` (``tandem run --observe``).
+    """
     from serve.config import load_serve_file
     from serve.telemetry import configure_env
 
     sf = load_serve_file(config_path)
     entry = sf.applications[0]
     tele = entry.args.telemetry
-    tdir = configure_env(jsonl_dir=tele.jsonl_dir, otlp_endpoint=tele.otlp_endpoint,
-                         sampling_ratio=tele.sampling_ratio)
+    tdir = configure_env(jsonl_dir=tele.jsonl_dir, otlp_endpoint=otlp_endpoint or tele.otlp_endpoint,
+                         sampling_ratio=tele.sampling_ratio, service_name=tele.service_name)
     for m in entry.args.models.values():
         if m.source == "embedded":
             from models.prepare import prepare_embedded_model

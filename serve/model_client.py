@@ -9,6 +9,7 @@ foreign errors into :mod:`pipelines.errors` at this one boundary.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,8 +29,9 @@ from pipelines.errors import (
     UpstreamError,
 )
 from pipelines.protocols import ModelCall
+from pipelines.spans import start_llm_span
 
-__all__ = ["ServeModelClient", "to_chat_request", "parse_sse_item", "FOREIGN_ERRORS"]
+__all__ = ["ServeModelClient", "to_chat_request", "parse_sse_item", "usage_of", "call_params", "FOREIGN_ERRORS"]
 
 # Foreign error → our error class (a test checks every entry maps to an UpstreamError or Overloaded).
 FOREIGN_ERRORS: dict[type[BaseException], type[Exception]] = {
@@ -46,13 +48,17 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
     """Our :class:`ModelCall` as Ray Serve LLM's ``ChatCompletionRequest`` (streaming)."""
     from ray.serve.llm.openai_api_models import ChatCompletionRequest
 
+    messages = [m.model_dump() for m in call.messages]
+    if call.prefix:  # the reply starts with fixed text: the model continues it instead of decoding it
+        messages.append({"role": "assistant", "content": call.prefix})
     body: dict[str, Any] = {
         "model": model_id,
-        "messages": [m.model_dump() for m in call.messages],
+        "messages": messages,
         "max_tokens": call.max_tokens,
         "temperature": call.temperature,
         "top_p": call.top_p,
         "stream": True,
+        "stream_options": {"include_usage": True},  # a final usage chunk: token counts for the LLM span
     }
     if call.priority:
         body["priority"] = call.priority
@@ -62,6 +68,9 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
         body["stop"] = list(call.stop)
     if call.repetition_penalty != 1.0:
         body["repetition_penalty"] = call.repetition_penalty
+    if call.prefix:
+        body["continue_final_message"] = True
+        body["add_generation_prompt"] = False
     so = call.structured_output
     if so is not None:
         body["structured_outputs"] = {so.kind: so.spec}
@@ -102,6 +111,29 @@ def parse_sse_item(item: Any) -> list[str]:
     return out
 
 
+def usage_of(item: Any) -> tuple[int, int] | None:
+    """``(prompt_tokens, completion_tokens)`` from a streamed item's usage chunk, if it holds one."""
+    for ev in item if isinstance(item, list) else [item]:
+        if not isinstance(ev, str) or '"prompt_tokens"' not in ev:
+            continue
+        for line in ev.splitlines():
+            if line.startswith("data:") and '"prompt_tokens"' in line:
+                try:
+                    usage = json.loads(line[5:]).get("usage") or {}
+                    return int(usage["prompt_tokens"]), int(usage.get("completion_tokens") or 0)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    return None
+
+
+def call_params(call: ModelCall) -> dict[str, Any]:
+    """The invocation parameters recorded on the LLM span."""
+    params = call.model_dump(exclude={"messages", "structured_output"}, exclude_defaults=True)
+    if call.structured_output is not None:
+        params["structured_output"] = call.structured_output.model_dump()
+    return params
+
+
 class ServeModelClient:
     """``role → (handle, model_id)``; streams text deltas from the role's deployment."""
 
@@ -117,12 +149,17 @@ class ServeModelClient:
         except KeyError:
             raise ModelUnavailable(f"no model deployment serves role {role!r}") from None
         request = to_chat_request(model_id, call)
-        gen = handle.chat.remote(request)
+        llm = start_llm_span(role, call.messages, model_id=model_id, params=call_params(call))
+        with llm.activate():  # the model deployment's spans nest under the LLM span
+            gen = handle.chat.remote(request)
         finished = False
         try:
             async for item in gen:
                 for text in parse_sse_item(item):
+                    llm.add(text)
                     yield text
+                if (usage := usage_of(item)) is not None:
+                    llm.usage(*usage)
             finished = True
         except (UpstreamError, Overloaded):
             raise
@@ -134,3 +171,4 @@ class ServeModelClient:
         finally:
             if not finished:  # the caller stopped early (or failed): stop the engine decoding for us
                 gen.cancel()
+            llm.end(None if finished else sys.exc_info()[1])

@@ -7,7 +7,16 @@ every process of the cluster inherits them.
 
 * ``TANDEM_TELEMETRY_DIR``: spans land in ``<dir>/spans-<pid>.jsonl`` and
   structured events in ``<dir>/events-<pid>.jsonl`` (one file per process).
-* ``TANDEM_OTLP_ENDPOINT``: when set, spans are also exported over OTLP/gRPC.
+* ``TANDEM_OTLP_ENDPOINT``: when set, spans are also exported over OTLP/gRPC
+  (to any collector: Arize Phoenix under ``tandem run --observe``, an
+  OpenTelemetry Collector, Jaeger, ...).
+* ``TANDEM_SPAN_EXPORT``: ``batch`` (default) exports spans from a background
+  thread every ``TANDEM_SPAN_FLUSH_MS`` (default 1000) or when 512 are queued —
+  no span export ever writes a file or a socket on the request path; ``sync``
+  writes each span as it ends (for debugging a process that may die abruptly).
+* ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``: the service and the
+  OpenInference project name (``openinference.project.name``) on every span,
+  read by the tracer provider Ray Serve creates in each process.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from models.prepare import cache_dir
 
 __all__ = [
     "telemetry_dir",
+    "export_mode",
+    "flush_ms",
     "configure_env",
     "span_processors",
     "JsonlSpanExporter",
@@ -41,19 +52,29 @@ __all__ = [
 
 ENV_DIR = "TANDEM_TELEMETRY_DIR"
 ENV_OTLP = "TANDEM_OTLP_ENDPOINT"
+ENV_EXPORT = "TANDEM_SPAN_EXPORT"
+ENV_FLUSH_MS = "TANDEM_SPAN_FLUSH_MS"
+EXPORT_MODES = ("batch", "sync")
 
 
 def telemetry_dir() -> Path:
     return Path(os.environ.get(ENV_DIR) or cache_dir() / "telemetry")
 
 
-def configure_env(*, jsonl_dir: str | None, otlp_endpoint: str | None, sampling_ratio: float) -> Path:
+def configure_env(*, jsonl_dir: str | None, otlp_endpoint: str | None, sampling_ratio: float,
+                  service_name: str = "tandem") -> Path:
     """Set the tracing env vars for this process and every Ray process it starts."""
+    from pipelines.semconv import PROJECT_NAME
+
     d = Path(jsonl_dir).expanduser() if jsonl_dir else telemetry_dir()
     d.mkdir(parents=True, exist_ok=True)
     os.environ[ENV_DIR] = str(d)
     if otlp_endpoint:
         os.environ[ENV_OTLP] = otlp_endpoint
+    os.environ["OTEL_SERVICE_NAME"] = service_name
+    kept = [kv for kv in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")
+            if kv.strip() and not kv.strip().startswith(PROJECT_NAME + "=")]
+    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = ",".join([*kept, f"{PROJECT_NAME}={service_name}"])
     os.environ["RAY_SERVE_TRACING_EXPORTER_IMPORT_PATH"] = "serve.telemetry:span_processors"
     os.environ["RAY_SERVE_TRACING_SAMPLING_RATIO"] = str(sampling_ratio)
     return d
@@ -95,14 +116,36 @@ class JsonlSpanExporter(SpanExporter):
         return None
 
 
+def export_mode() -> str:
+    """``batch`` (default) or ``sync`` from ``TANDEM_SPAN_EXPORT``; anything else is refused."""
+    mode = os.environ.get(ENV_EXPORT, "batch").strip().lower() or "batch"
+    if mode not in EXPORT_MODES:
+        raise ValueError(f"{ENV_EXPORT} must be one of {EXPORT_MODES}, not {mode!r}")
+    return mode
+
+
+def flush_ms() -> int:
+    """How often the batch processors export (``TANDEM_SPAN_FLUSH_MS``, default 1000, at least 1)."""
+    return max(1, int(os.environ.get(ENV_FLUSH_MS) or 1000))
+
+
 def span_processors() -> list[Any]:
-    """Ray Serve's exporter hook: a JSONL processor, plus OTLP when an endpoint is set."""
-    procs: list[Any] = [SimpleSpanProcessor(JsonlSpanExporter(telemetry_dir()))]
+    """Ray Serve's exporter hook: a JSONL processor, plus OTLP when an endpoint is set.
+
+    Both export in batches from a background thread (``TANDEM_SPAN_EXPORT=sync``
+    makes the JSONL one write each span as it ends).
+    """
+    jsonl = JsonlSpanExporter(telemetry_dir())
+    procs: list[Any] = [
+        SimpleSpanProcessor(jsonl) if export_mode() == "sync"
+        else BatchSpanProcessor(jsonl, schedule_delay_millis=flush_ms(), max_export_batch_size=512)
+    ]
     endpoint = os.environ.get(ENV_OTLP)
     if endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        procs.append(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True)))
+        procs.append(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True),
+                                        schedule_delay_millis=flush_ms()))
     return procs
 
 

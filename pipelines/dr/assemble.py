@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.domains.support.policy import GENERAL_CONSTRAINTS, POLICY_CONSTRAINTS
+from pipelines.spans import retriever_span
 
 from .contract import EligibleAction, ForwardContract, SourceRef, state_from_observation
 from .outcome import OrchestratorInput, Outcome
@@ -25,7 +26,9 @@ def _sources(search_help: Any, text: str, outcome: Outcome, limit: int = 2) -> l
             for a in o.result["articles"]:
                 out.setdefault(a["id"], SourceRef(id=a["id"], title=a["title"], snippet=a["body"][:280]))
     if text and search_help is not None:
-        _, hits = search_help(text, limit)
+        with retriever_span(text, source="help") as r:
+            _, hits = search_help(text, limit)
+            r.documents([{"id": h.id, "content": h.body, "score": h.score, "metadata": {"title": h.title}} for h in hits])
         for h in hits:
             if h.score < _MIN_SCORE:
                 continue

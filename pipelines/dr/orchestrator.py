@@ -35,6 +35,8 @@ from pipelines.guardrails.mid import (
 )
 from pipelines.guardrails.post import Violation
 from pipelines.protocols import ModelCall, ModelClient, StructuredOutput
+from pipelines.spans import guard_decision, tool_span
+from pipelines.telemetry import annotate, stage_span
 
 from .actions import ActionHandler, Stop
 from .contract import ObservationRecord, summarize_result
@@ -90,6 +92,7 @@ class Orchestrator:
         """Log and count one mid-guard refusal."""
         self.counters.guard("mid", "block")
         self.counters.blocked(v.kind)
+        guard_decision("mid", "block", kinds=[v.kind], step=step)
         emit("dr.guard", stage="mid", step=step, decision="block", violation=v.kind, detail=v.detail)
 
     async def run_tool(
@@ -98,15 +101,17 @@ class Orchestrator:
         """Resolve placeholders, run one tool, fold the result into the facts; raises :class:`Stop`."""
         session = inp.facts.tool_session(inp.session_id, confirmed=confirmed, locale=inp.locale)
         timeout = self.settings.tool_timeout_s
-        try:
-            async with asyncio.timeout(timeout) if timeout else nullcontext():
-                result = await self.tools.call(name, inp.vault.resolve(args), session)
-        except (ToolTimeout, TimeoutError) as exc:
-            raise Stop(fallback("tool_timeout", name)) from exc
-        except ToolError as exc:
-            raise Stop(fallback("tool_error", f"{name}: {exc.code}")) from exc
-        obs = result.observation
-        red_result = inp.vault.redact_obj(obs.result) if obs.result is not None else None
+        with tool_span(name, args, step=step, confirmed=confirmed) as span:  # args carry placeholders
+            try:
+                async with asyncio.timeout(timeout) if timeout else nullcontext():
+                    result = await self.tools.call(name, inp.vault.resolve(args), session)
+            except (ToolTimeout, TimeoutError) as exc:
+                raise Stop(fallback("tool_timeout", name)) from exc
+            except ToolError as exc:
+                raise Stop(fallback("tool_error", f"{name}: {exc.code}")) from exc
+            obs = result.observation
+            red_result = inp.vault.redact_obj(obs.result) if obs.result is not None else None
+            span.observation(red_result, ok=obs.ok, reason=result.reason)
         record = ObservationRecord(
             step=step, tool=name, args=inp.vault.redact_obj(dict(args)), ok=obs.ok,
             reason=result.reason, summary=summarize_result(name, red_result), result=red_result,
@@ -217,38 +222,41 @@ class Orchestrator:
     async def _loop(self, inp: OrchestratorInput, emit: Emit, observations: list[ObservationRecord]) -> Outcome:
         s = self.settings
         for step in range(1, s.max_steps + 1):
-            tools = self.eligible_tools(inp)
-            cards = self.eligible_cards(inp)
-            select_ids = self.candidates(inp)
-            schema = decision_schema(
-                tools, [(c.id, c.required_params, self.domain.registry.get(c.tool).args_schema()) for c in cards],
-                select_ids,
-            )
-            state = {"authenticated_user": inp.facts.authenticated_user_id or "no"}
-            if select_ids:
-                state["orders"] = ",".join(select_ids)
-            messages = orchestrator_messages(
-                policy=self.domain.orchestrator_policy, tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
-                user_text=inp.user_text, state=state, observations=observations,
-            )
-            call = ModelCall(
-                messages=scrub(messages, inp.vault), max_tokens=s.max_tokens, temperature=0.0, seed=s.seed,
-                structured_output=StructuredOutput(kind="json", spec=schema),
-            )
-            raw = await self._complete(call)
-            try:
-                decision = parse_decision(raw)
-            except DecisionError as exc:
-                emit("dr.step", step=step, raw=raw, decision=None, error=exc.detail)
-                self.mid_block(emit, step, Violation(kind="malformed_output", detail=exc.detail))
-                raise Stop(fallback("malformed_output", exc.detail)) from exc
-            emit("dr.step", step=step, raw=raw, decision=decision.model_dump(mode="json"), error=None)
-            if isinstance(decision, ToolCall):
-                await self._tool_step(inp, emit, step, decision, tools, observations)
-                continue
-            out = await self._terminal(inp, emit, step, decision, observations)
-            out.steps = step
-            return out
+            with stage_span("step", role="orchestrator", step=step) as step_span:
+                tools = self.eligible_tools(inp)
+                cards = self.eligible_cards(inp)
+                select_ids = self.candidates(inp)
+                schema = decision_schema(
+                    tools, [(c.id, c.required_params, self.domain.registry.get(c.tool).args_schema()) for c in cards],
+                    select_ids,
+                )
+                state = {"authenticated_user": inp.facts.authenticated_user_id or "no"}
+                if select_ids:
+                    state["orders"] = ",".join(select_ids)
+                messages = orchestrator_messages(
+                    policy=self.domain.orchestrator_policy, tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
+                    user_text=inp.user_text, state=state, observations=observations,
+                )
+                call = ModelCall(
+                    messages=scrub(messages, inp.vault), max_tokens=s.max_tokens, temperature=0.0, seed=s.seed,
+                    structured_output=StructuredOutput(kind="json", spec=schema),
+                )
+                raw = await self._complete(call)
+                try:
+                    decision = parse_decision(raw)
+                except DecisionError as exc:
+                    annotate(step_span, decision="malformed_output")
+                    emit("dr.step", step=step, raw=raw, decision=None, error=exc.detail)
+                    self.mid_block(emit, step, Violation(kind="malformed_output", detail=exc.detail))
+                    raise Stop(fallback("malformed_output", exc.detail)) from exc
+                annotate(step_span, decision=decision.decision, output=raw)
+                emit("dr.step", step=step, raw=raw, decision=decision.model_dump(mode="json"), error=None)
+                if isinstance(decision, ToolCall):
+                    await self._tool_step(inp, emit, step, decision, tools, observations)
+                    continue
+                out = await self._terminal(inp, emit, step, decision, observations)
+                out.steps = step
+                return out
         return Outcome(path="fallback", fallback=fallback("step_cap", f"{s.max_steps} steps"), steps=s.max_steps)
 
     async def _tool_step(
@@ -270,6 +278,7 @@ class Orchestrator:
             self.mid_block(emit, step, v)
             raise Stop(fallback("inconsistent_observation", f"{v.kind}: {v.detail}"))
         self.counters.guard("mid", "pass")
+        guard_decision("mid", "pass", step=step, tool=d.decision)
         _, record = await self.run_tool(inp, emit, step, d.decision, d.args)
         observations.append(record)
 

@@ -30,7 +30,9 @@ from pipelines.gate import SentenceGate
 from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import Vault
 from pipelines.protocols import ModelClient
-from pipelines.telemetry import stage_span
+from pipelines.semconv import SpanKind
+from pipelines.spans import guard_span
+from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .assemble import build_forward
@@ -95,8 +97,11 @@ class DRPipeline:
         pending, facts.pending_action = facts.pending_action, None
         ctx.meta[META_KEY] = {"facts": facts.to_meta()}
         t0 = time.perf_counter()
-        with stage_span("pre_guard", turn_id=ctx.turn_id):
+        with stage_span("pre_guard", kind=SpanKind.GUARDRAIL, turn_id=ctx.turn_id) as span:
             pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
+            annotate(span, guard_stage="pre", guard_decision="block" if pre.blocked else "route" if pre.route else "pass",
+                     guard_kinds=[h.kind for h in pre.hits] or None, output=pre.text, rules_version=pre.rules_version)
+        annotate(input=pre.text)  # the turn span: the user's text as the event log has it (redacted)
         ctx.rules_version = pre.rules_version
         vault = Vault.from_entries(pre.vault)
 
@@ -119,8 +124,11 @@ class DRPipeline:
             blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
         )
         t1 = time.perf_counter()
-        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id):
+        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
             outcome = await self.orchestrator.run(inp, emit)
+            fb = outcome.fallback
+            annotate(span, path=outcome.path, card_id=outcome.card_id, escalation=outcome.escalation_reason,
+                     steps=outcome.steps, fallback_trigger=fb.trigger if fb else None, fallback_class=fb.cls if fb else None)
         ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
         forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
         emit("contract.forward", contract=forward.model_dump(mode="json"))
@@ -159,7 +167,9 @@ class DRPipeline:
         s = self.settings
         default = s.clarify_choose if outcome.clarify_options else s.clarify_default
         if outcome.clarify_question:
-            verdict = await self.guardrails.post(outcome.clarify_question, view)
+            with guard_span("post", text=outcome.clarify_question, source="clarify") as g:
+                verdict = await self.guardrails.post(outcome.clarify_question, view)
+                g.decision("block" if verdict.violations else "pass", kinds=[v.kind for v in verdict.violations])
             if verdict.violations:
                 for v in verdict.violations:
                     self.counters.blocked(v.kind)
@@ -212,6 +222,9 @@ class DRPipeline:
         facts.vault_ids = vault.ids()
         if outcome.fallback is not None:
             ctx.status = "fallback"
+        fb = outcome.fallback
+        annotate(path=outcome.path, card_id=card_sent, fallback_trigger=fb.trigger if fb else None,  # the turn span
+                 fallback_class=fb.cls if fb else None)
         ctx.meta[META_KEY] = {
             "facts": facts.to_meta(),
             "path": outcome.path,

@@ -74,6 +74,11 @@ class SentenceSplitter:
                 out.append(sentence)
         return out
 
+    @property
+    def pending(self) -> str:
+        """The sentence being written (what :meth:`feed` has not completed yet)."""
+        return self._buf
+
     def flush(self) -> list[str]:
         """The unfinished remainder as a last sentence (at the end of the stream)."""
         rest, self._buf = self._buf.strip(), ""

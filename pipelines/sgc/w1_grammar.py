@@ -67,6 +67,7 @@ def grammar(
     *,
     narration_max_chars: int = NARRATION_MAX_CHARS,
     narration_required: bool = False,
+    opened: bool = False,
 ) -> str:
     """The Lark grammar of the 4-in-1 stream for these labels and tools.
 
@@ -76,20 +77,23 @@ def grammar(
     """
     intent_list = _check_labels("intent", intents)
     tool_list = _check_labels("tool", tools)
-    lines = ["start: ws head ws narration ws plan ws"]
+    # Opened (the tandem turn): the sections are adjacent, no whitespace to decode between them.
+    sep = "" if opened else "ws "
+    lines = ["start: head narration ws plan ws" if opened else "start: ws head ws narration ws plan ws"]
+    open_tag = "" if opened else '"<INTENT>" '
     if isinstance(sub_intents, Mapping):
         heads = []
         for i, intent in enumerate(intent_list):
             subs = _check_labels(f"sub-intent of {intent!r}", sub_intents.get(intent, ()))
             lines.append(
-                f'head_{i}: "<INTENT>" {_lit(intent)} "</INTENT>" ws "<SUB_INTENT>" sub_{i} "</SUB_INTENT>"'
+                f'head_{i}: {open_tag}{_lit(intent)} "</INTENT>" {sep}"<SUB_INTENT>" sub_{i} "</SUB_INTENT>"'
             )
             lines.append(f"sub_{i}: {_alts(subs)}")
             heads.append(f"head_{i}")
         lines.append(f"head: {' | '.join(heads)}")
     else:
         subs = _check_labels("sub-intent", sub_intents)
-        lines.append('head: "<INTENT>" intent "</INTENT>" ws "<SUB_INTENT>" sub_intent "</SUB_INTENT>"')
+        lines.append(f'head: {open_tag}intent "</INTENT>" {sep}"<SUB_INTENT>" sub_intent "</SUB_INTENT>"')
         lines.append(f"intent: {_alts(intent_list)}")
         lines.append(f"sub_intent: {_alts(subs)}")
     lines += [

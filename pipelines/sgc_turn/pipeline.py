@@ -29,7 +29,7 @@ from pipelines.events import ReplyDelta
 from pipelines.protocols import ModelClient
 from pipelines.sgc.w1_grammar import grammar
 from pipelines.sgc.w3 import HISTORY_WINDOW
-from pipelines.telemetry import stage_span
+from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .contract import C1, ReplyContract, SgcSettings, observation_view
@@ -109,6 +109,9 @@ class SgcPipeline:
                         yield event
                     ctx.stage_ms["w1_stream"] = (self.clock() - t0) * 1000
                     result = await w1.finish()
+                    annotate(phi_hit=result.outcome.phi.kind == "hit", phi=result.outcome.phi.kind,
+                             intent=result.outcome.result.intent, sub_intent=result.outcome.result.sub_intent,
+                             dispatch=result.dispatch.source, rules_version=bundle.tables.version)
             except UpstreamError as exc:
                 async for event in self._fallback(ctx, meta, emit, "perception_error", exc.code):
                     yield event
@@ -142,7 +145,8 @@ class SgcPipeline:
             facts: CoachFacts | None = None
             slots = None
             if self.w2:
-                w2 = await holder["w2"].finish()
+                with stage_span("w2", turn_id=ctx.turn_id):  # slot extraction + the W2 kernels
+                    w2 = await holder["w2"].finish()
                 ctx.stage_ms["w2"] = w2.ms
                 facts, slots = w2.facts, w2.slots
                 if facts is None:
@@ -159,9 +163,10 @@ class SgcPipeline:
                                   "plan": [p.model_dump() for p in w2.grounding.plan.paragraphs]}
                 contract = contract.model_copy(update={"c2": w2.c2})
             if self.w3:
-                w3 = await run_w3(ctx, c1, slots, result.observations, result.snapshot.values(), turn_index,
-                                  tools=self.tools, kernels=self.kernels, counters=self.counters, settings=s,
-                                  emit=emit, clock=self.clock)
+                with stage_span("w3", turn_id=ctx.turn_id):  # the W3 guidance kernel
+                    w3 = await run_w3(ctx, c1, slots, result.observations, result.snapshot.values(), turn_index,
+                                      tools=self.tools, kernels=self.kernels, counters=self.counters, settings=s,
+                                      emit=emit, clock=self.clock)
                 ctx.stage_ms["w3"] = w3.ms
                 ctx.meta["w3"] = w3.meta.model_dump(mode="json")
                 meta["w3_inputs"] = w3.inputs

@@ -12,6 +12,7 @@ from pipelines.gate import SentenceGate
 from pipelines.guardrails import SentenceSplitter
 from pipelines.protocols import ModelCall, ModelClient, TurnRecord
 from pipelines.sgc.w1 import ToolCall
+from pipelines.spans import tool_span
 from pipelines.tools import ToolObservation
 
 from .contract import ReplyContract, SgcSettings, generator_messages
@@ -35,10 +36,12 @@ async def call_tool(tools: CoachTools, call: ToolCall, session_id: str, *, timeo
     """Run one tool call; a timeout or a failure of the port becomes a failed observation."""
     args = dict(call.args)
     try:
-        async with asyncio.timeout(timeout_s):
-            raw = await tools.call(call.tool, args, ToolSession(session_id=session_id))
-        res = raw if isinstance(raw, ToolCallResult) else ToolCallResult.model_validate(raw)
-        obs = res.observation
+        with tool_span(call.tool, args) as span:
+            async with asyncio.timeout(timeout_s):
+                raw = await tools.call(call.tool, args, ToolSession(session_id=session_id))
+            res = raw if isinstance(raw, ToolCallResult) else ToolCallResult.model_validate(raw)
+            obs = res.observation
+            span.observation(obs.result, ok=obs.ok, reason=res.reason or obs.error_code)
     except TimeoutError:
         counters.tool("timeout")
         return ToolObservation(tool=call.tool, args=args, ok=False, error_code="tool_timeout",

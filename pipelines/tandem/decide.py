@@ -41,16 +41,19 @@ class Offer:
     select_ids: list[str] = field(default_factory=list)
     respond: bool = True
     select: bool = True
+    escalate: bool = True
 
     def proposal(self) -> Offer:
-        """Only the intent's cards (or a clarify about what they miss, or an escalation): Φ's ``propose``."""
-        return Offer(tools={}, cards=dict(self.cards), clarify=list(self.clarify), select_ids=[],
-                     respond=False, select=False)
+        """Φ's ``propose``: the change was asked for and its entity is known, so the only decision left
+        is filling the intent's card from the grounded enums (the user confirms or declines it next)."""
+        return Offer(tools={}, cards=dict(self.cards), clarify=[] if self.cards else list(self.clarify),
+                     select_ids=[], respond=False, select=False, escalate=not self.cards)
 
     def summary(self) -> dict[str, Any]:
         """What was offered, by name (logged with each step; enough to re-parse the step's output)."""
         return {"tools": sorted(self.tools), "cards": sorted(self.cards), "clarify": list(self.clarify),
-                "select": list(self.select_ids), "respond": self.respond, "select_allowed": self.select}
+                "select": list(self.select_ids), "respond": self.respond, "select_allowed": self.select,
+                "escalate": self.escalate}
 
 
 def _clean(schema: dict[str, Any]) -> dict[str, Any]:
@@ -100,12 +103,14 @@ def decision_schema(offer: Offer) -> dict[str, Any]:
     branches += [_obj({"decision": {"const": n}, "args": s}) for n, s in sorted(offer.tools.items())]
     if offer.respond:
         branches.append(_obj({"decision": {"const": "respond"}}))
-    branches.append(_obj({"decision": {"const": "clarify"}, "about": {"enum": list(offer.clarify)}}))
+    if offer.clarify:
+        branches.append(_obj({"decision": {"const": "clarify"}, "about": {"enum": list(offer.clarify)}}))
     if offer.select:
         entity: dict[str, Any] = ({"anyOf": [{"enum": list(offer.select_ids)}, {"type": "null"}]}
                                   if offer.select_ids else {"type": "null"})
         branches.append(_obj({"decision": {"const": "select"}, "entity_id": entity}))
-    branches.append(_obj({"decision": {"const": "escalate"}, "reason_code": {"enum": list(REASON_CODES)}}))
+    if offer.escalate:
+        branches.append(_obj({"decision": {"const": "escalate"}, "reason_code": {"enum": list(REASON_CODES)}}))
     return {"anyOf": branches}
 
 
@@ -126,7 +131,7 @@ def parse_decision(raw: str, offer: Offer) -> dict[str, Any]:
         return {"decision": kind, "args": dict(data.get("args", {}))}
     if kind == "respond" and offer.respond:
         return {"decision": "respond"}
-    if kind == "clarify":
+    if kind == "clarify" and offer.clarify:
         about = data.get("about")
         return {"decision": "clarify", "about": about if about in offer.clarify else "details"}
     if kind == "select" and offer.select:
@@ -139,7 +144,7 @@ def parse_decision(raw: str, offer: Offer) -> dict[str, Any]:
         if cid not in offer.cards or not isinstance(data.get("params"), dict):
             raise DecisionError(f"action: card {cid!r} is not offered")
         return {"decision": "action", "card_id": cid, "params": dict(data["params"])}
-    if kind == "escalate":
+    if kind == "escalate" and offer.escalate:
         code = data.get("reason_code")
         if code not in REASON_CODES:
             raise DecisionError(f"escalate: unknown reason code {code!r}")

@@ -38,6 +38,7 @@ from .tools import ToolCaller
 __all__ = ["W1Outcome", "Perception", "FALLBACK_INTENT"]
 
 FALLBACK_INTENT = ("other", "unknown")
+OPEN = "<INTENT>"  # the stream's fixed opening: given as the reply's prefix, never decoded
 
 
 @dataclass
@@ -77,9 +78,9 @@ class Perception:
         labels = self._labels(user_text)
         tools = sorted(n for n in self.domain.registry.names())
         g = grammar(list(labels), labels, tools, narration_max_chars=self.s.narration_max_chars,
-                    narration_required=True)
+                    narration_required=True, opened=True)
         call = ModelCall(messages=messages, max_tokens=self.s.perception_max_tokens, temperature=0.0,
-                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g),
+                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g), prefix=OPEN,
                          priority=self.s.first_call_priority)
         return call, labels
 
@@ -101,19 +102,31 @@ class Perception:
                   then=outcome.then, missing=list(outcome.missing_keys), snapshot=dict(self.snapshot),
                   table_version=outcome.table_version, dispatch_ms=self.out.dispatch_ms)
 
-    async def _release(self, sentence: str) -> AsyncIterator[NarrationDelta]:
-        out = await self.gate.release(sentence)
-        if out:
-            first = not self.out.narration
-            self.out.narration += ("" if first else " ") + out
-            yield NarrationDelta(text=("" if first else " ") + out)
+    def _emit(self, text: str) -> NarrationDelta:
+        if self.out.narration and not self.out.narration.endswith(" ") and not text.startswith(" "):
+            text = " " + text  # a new sentence after a finished one
+        self.out.narration += text
+        return NarrationDelta(text=text)
+
+    async def _narrate(self, splitter: SentenceSplitter, delta: str) -> AsyncIterator[NarrationDelta]:
+        """Release narration word by word as the gate allows (a few words behind the model)."""
+        for sentence in splitter.feed(delta):
+            out = await self.gate.close(sentence)
+            if out:
+                yield self._emit(out)
+        partial = splitter.pending.lstrip()
+        if partial:
+            new = await self.gate.stream(partial, hold_words=self.s.narration_hold_words)
+            if new:
+                yield self._emit(new)
 
     async def stream(self, messages: list[ChatMessage], user_text: str) -> AsyncIterator[NarrationDelta]:
         """Run the W1 call; yield guarded narration; dispatch Φ's tools when the labels close."""
         call, labels = self.call(messages, user_text)
         parser = PerceptionParser(labels=labels)
+        parser.feed(OPEN)
         splitter = SentenceSplitter()
-        raw: list[str] = []
+        raw: list[str] = [OPEN]
         t0 = self.clock()
         stream = self.models.stream("orchestrator", call)
         try:
@@ -123,9 +136,8 @@ class Perception:
                     if isinstance(ev, SubIntentParsed):
                         self._on_sub_intent(ev, t0)
                     elif isinstance(ev, ParsedNarration):
-                        for sentence in splitter.feed(ev.text):
-                            async for d in self._release(sentence):
-                                yield d
+                        async for d in self._narrate(splitter, ev.text):
+                            yield d
                 if parser.narration_closed:
                     await stream.aclose()  # type: ignore[attr-defined]
                     break
@@ -134,12 +146,12 @@ class Perception:
             self.out.error = exc.code
             self.emit("tandem.w1_failed", code=exc.code, message=exc.message[:200])
         for sentence in splitter.flush():
-            async for d in self._release(sentence):
-                yield d
+            out = await self.gate.close(sentence)
+            if out:
+                yield self._emit(out)
         if not self.out.narration:
             self.gate.add_trusted(self.domain.texts.safe_ack)
-            self.out.narration = self.domain.texts.safe_ack
-            yield NarrationDelta(text=self.domain.texts.safe_ack)
+            yield self._emit(self.domain.texts.safe_ack)
         text = "".join(raw)
         cut = text.find("</NARRATION>")
         self.out.raw = text[: cut + len("</NARRATION>")] if cut >= 0 else text

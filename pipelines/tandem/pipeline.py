@@ -47,7 +47,8 @@ from pipelines.guardrails.post import SentenceSplitter
 from pipelines.protocols import ModelCall, ModelClient, StructuredOutput
 from pipelines.sgc.canonical import session_seed
 from pipelines.sgc.w1 import ToolCall
-from pipelines.telemetry import stage_span
+from pipelines.spans import guard_span
+from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .orchestrate import Orchestrator, Stop
@@ -103,8 +104,10 @@ class TandemPipeline:
         s, d = self.settings, self.domain
         state, turn_index = self._previous(ctx)
         t0 = self.clock()
-        with stage_span("pre_guard", turn_id=ctx.turn_id):
+        with guard_span("pre", turn_id=ctx.turn_id) as guard:
             pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
+            guard.decision("block" if pre.blocked else "route" if pre.route else "pass",
+                           kinds=[h.rule_id for h in pre.hits], output=pre.text)
         vault = Vault.from_entries(pre.vault)
 
         def emit(kind: str, /, **fields: Any) -> None:
@@ -205,6 +208,7 @@ class TandemPipeline:
                 await slots["task"]
             phi = w1.out.phi
             intent, sub_intent = w1.out.intent, w1.out.sub_intent
+            annotate(phi_hit=bool(phi and phi.hit), decision=f"{intent}/{sub_intent}")
             c1 = {"intent": intent, "sub_intent": sub_intent}
             meta.update(c1=c1, narration=w1.out.narration, w1_error=w1.out.error,
                         phi=None if phi is None else {"kind": phi.kind, "tools": [c.tool for c in phi.tools],
@@ -327,6 +331,9 @@ class TandemPipeline:
                  detail=outcome.fallback.detail)
             ctx.status = "fallback"
         self.counters.path(outcome.path)
+        annotate(path=outcome.path, card_id=outcome.card_id,
+                 fallback_trigger=outcome.fallback.trigger if outcome.fallback else None,
+                 fallback_class=outcome.fallback.cls if outcome.fallback else None)
         c2, c3 = await self._kernels(ctx, facts, outcome, intent, sub_intent, turn_index, meta, emit)
         verified = bool(d.session_fields(facts).get("authenticated_user_id"))
         facts.user_id = d.session_fields(facts).get("authenticated_user_id") or facts.user_id

@@ -37,9 +37,9 @@ __all__ = [
 ]
 
 W1_FORMAT = (
-    "When the user writes, first answer exactly: <INTENT>intent</INTENT><SUB_INTENT>sub-intent</SUB_INTENT>"
-    "<NARRATION>one short sentence telling the user what you will look at, without ids, names, amounts, "
-    "dates or promises</NARRATION><PLAN>[]</PLAN>"
+    "When the user writes, first answer in this form: <INTENT>intent</INTENT><SUB_INTENT>sub-intent</SUB_INTENT>"
+    "<NARRATION>Let me look into that for you.</NARRATION><PLAN>[]</PLAN> "
+    "The narration is one short sentence about what you will check: no ids, names, amounts or dates."
 )
 DECIDE_FORMAT = (
     'When asked to decide, answer one JSON object: a read tool {"decision": "<tool>", "args": {...}}; '

@@ -37,7 +37,8 @@ def _offer(summary: dict[str, Any]) -> Offer:
     return Offer(tools={t: {} for t in summary.get("tools", [])},
                  cards={c: (None, {}) for c in summary.get("cards", [])},
                  clarify=list(summary.get("clarify", [])), select_ids=list(summary.get("select", [])),
-                 respond=bool(summary.get("respond", True)), select=bool(summary.get("select_allowed", True)))
+                 respond=bool(summary.get("respond", True)), select=bool(summary.get("select_allowed", True)),
+                 escalate=bool(summary.get("escalate", True)))
 
 
 def replay_turn(events: Sequence[dict[str, Any]], phi: PhiTable) -> TurnReplay:

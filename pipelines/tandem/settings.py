@@ -19,6 +19,8 @@ class TandemSettings(BaseModel):
     orchestrator_max_tokens: int = Field(160, ge=16, le=2048)
     perception_max_tokens: int = Field(96, ge=16, le=1024, description="Labels + narration of the W1 stream.")
     narration_max_chars: int = Field(120, ge=20, le=400)
+    narration_hold_words: int = Field(3, ge=0, le=20, description="Narration is released this many words behind "
+                                      "the model, so a violation spanning that many words never gets out.")
     slot_max_tokens: int = Field(64, ge=16, le=512)
     max_reply_tokens: int = Field(128, ge=1, le=4096)
     max_sentences: int = Field(3, ge=1, le=12)

@@ -18,7 +18,7 @@ from pipelines.dr.contract import ObservationRecord
 from pipelines.dr.ports import ToolCallResult, ToolRunner, ToolSession
 from pipelines.errors import TandemError
 from pipelines.guardrails.pii import Vault
-from pipelines.telemetry import stage_span
+from pipelines.spans import tool_span
 from pipelines.tools import ToolObservation
 
 __all__ = ["ToolCaller"]
@@ -44,9 +44,12 @@ class ToolCaller:
         """One call through the port; failures of the port become a failed observation (never raised)."""
         session = self.session(confirmed=confirmed, idempotency_key=idempotency_key)
         try:
-            with stage_span("tool", tool=name, step=step):
+            with tool_span(name, self.vault.redact_obj(dict(args)), step=step) as span:
                 async with asyncio.timeout(self.timeout_s):
-                    return await self.tools.call(name, self.vault.resolve(args), session)
+                    res = await self.tools.call(name, self.vault.resolve(args), session)
+                span.observation(self.vault.redact_obj(res.observation.result), ok=res.observation.ok,
+                                 reason=res.reason)
+                return res
         except TimeoutError:
             code, message = "tool_timeout", f"no result within {self.timeout_s:g} s"
         except TandemError as exc:

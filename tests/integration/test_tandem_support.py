@@ -20,7 +20,11 @@ SESSION = "readme-alex"
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    yield from start_app(tmp_path_factory.mktemp("tandem-support"), {"pipeline": {"kind": "tandem"}})
+    # A generous deadline: a shared 2-core CI box can decode at a few tokens per second.
+    for running in start_app(tmp_path_factory.mktemp("tandem-support"),
+                             {"pipeline": {"kind": "tandem", "turn_deadline_s": 300}}):
+        running.turn("warm-up", "hello there")  # compiles the W1 grammar and the decision schemas once
+        yield running
 
 
 def _order_status(app, order_id: str) -> str:
@@ -91,3 +95,13 @@ def test_an_opening_without_identity_asks_for_it(app):
     clar = [e for e in events if e["type"] == "clarify"]
     assert clar and re.search(r"email|name|zip", clar[0]["question"], re.I)
     assert _order_status(app, "#W1000002") == "delivered"
+
+
+def test_the_sessions_decisions_replay_identically(app):
+    import asyncio
+
+    from serve.replay import replay_session
+    from serve.stores.sqlite import SQLiteSessionStore
+
+    rows = asyncio.run(replay_session(SESSION, SQLiteSessionStore(app.store_path), app.telemetry))
+    assert rows and all(r["identical"] for r in rows), rows

@@ -53,6 +53,8 @@ class ScriptModels:
             item = item(call)
         if isinstance(item, BaseException):
             raise item
+        if call.prefix and isinstance(item, str) and item.startswith(call.prefix):
+            item = item[len(call.prefix):]  # the engine continues the reply's given prefix
         for part in item if isinstance(item, list) else chunks(item):
             await asyncio.sleep(0)
             yield part

@@ -85,3 +85,30 @@ def test_the_echo_judge_catches_contract_fields_and_repeats():
     assert [v.kind for v in judge.check("Your authenticated_user_id is set.", []).violations] == ["contract_echo"]
     assert [v.kind for v in judge.check("Order is pending!", ["order is pending."]).violations] == ["repetition"]
     assert judge.check("Order is pending.", ["Something else."]).violations == []
+
+
+def test_streaming_releases_words_behind_the_model_and_the_close_completes_the_sentence():
+    gate, counters, _ = _gate(NarrationJudge(["Desk Lamp"]), safe="SAFE")
+    run = lambda coro: asyncio.run(coro)  # noqa: E731
+    assert run(gate.stream("Let me look", hold_words=2)) == ""  # 1 complete word, held
+    assert run(gate.stream("Let me look into that", hold_words=2)) == "Let me "
+    assert run(gate.stream("Let me look into that for", hold_words=2)) == "look "
+    assert run(gate.close("Let me look into that for you.")) == "into that for you."
+    assert gate.released == ["Let me look into that for you."]
+
+
+def test_a_violation_stops_the_stream_and_the_safe_wording_follows():
+    gate, counters, _ = _gate(NarrationJudge(["Desk Lamp"]), safe="SAFE")
+    run = lambda coro: asyncio.run(coro)  # noqa: E731
+    assert run(gate.stream("Checking your order now and", hold_words=1)) == "Checking your order "
+    assert run(gate.stream("Checking your order now and I have cancelled it", hold_words=1)) == ""
+    assert run(gate.stream("Checking your order now and I have cancelled it for", hold_words=1)) == ""
+    assert run(gate.close("Checking your order now and I have cancelled it for you.")) == " SAFE"
+    assert counters.get("blocked", "narration_claim") == 1
+
+
+def test_a_held_window_keeps_a_multi_word_name_out():
+    gate, _, _ = _gate(NarrationJudge(["Desk Lamp"]), safe="SAFE")
+    assert asyncio.run(gate.stream("Checking the Desk", hold_words=2)) == ""  # "the Desk" is held back
+    assert asyncio.run(gate.stream("Checking the Desk Lamp now", hold_words=2)) == ""  # the name is refused
+    assert asyncio.run(gate.close("Checking the Desk Lamp now.")) == "SAFE"

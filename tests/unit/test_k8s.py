@@ -1,4 +1,4 @@
-"""serve.k8s: the KubeRay manifests of the h100 profile, checked offline by three strict validators.
+"""serve.k8s: the KubeRay manifests of the h100 profile (the kustomize base), checked offline by three strict validators.
 
 1. the KubeRay v1.7.0 ``RayService`` CRD schema made strict (``shared/data/README.md``);
 2. ``kubernetes-validate --strict`` for the core kinds (Service, StatefulSet, Secret,
@@ -43,6 +43,7 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "configs" / "h100.yaml"
 K8S = ROOT / "k8s"
+BASE = K8S / "base"
 SHARED = Path(os.environ.get("TANDEM_SHARED_DATA") or ROOT.parent / "shared" / "data")
 CRD = SHARED / "kuberay-crds" / "ray.io_rayservices.yaml"
 
@@ -314,21 +315,39 @@ def test_renderer_rejects_unknown_profile_keys(tmp_path: Path) -> None:
 
 def test_checked_in_manifests_equal_the_rendered_ones() -> None:
     files = render_all(PROFILE)
-    assert set(files) == {"rayservice-h100.yaml", "redis.yaml", "secrets.template.yaml"}
+    assert set(files) == {"rayservice-h100.yaml", "redis.yaml", "secrets.template.yaml", "kustomization.yaml"}
     for name, text in files.items():
-        assert (K8S / name).read_text() == text, f"k8s/{name} is stale: run `python -m serve.k8s configs/h100.yaml --out-dir k8s`"
+        assert (BASE / name).read_text() == text, (
+            f"k8s/base/{name} is stale: run `tandem k8s render configs/h100.yaml --out-dir k8s/base`")
     assert list(yaml.safe_load_all(files["rayservice-h100.yaml"])) == render_rayservice(PROFILE)
+    # the base applies the RayService and Redis; never the secret placeholders
+    [kustomization] = yaml.safe_load_all(files["kustomization.yaml"])
+    assert kustomization["resources"] == ["rayservice-h100.yaml", "redis.yaml"]
 
 
 def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(PROFILE), "--out-dir", str(K8S), "--check"]) == 0
-    assert main([str(PROFILE), "--out-dir", str(tmp_path), "--check"]) == 1
-    assert main([str(PROFILE), "--out-dir", str(tmp_path)]) == 0
-    assert main([str(PROFILE), "--out-dir", str(tmp_path), "--check"]) == 0
+    assert main(["render", str(PROFILE), "--out-dir", str(BASE), "--check"]) == 0
+    assert main(["render", str(PROFILE), "--out-dir", str(tmp_path), "--check"]) == 1
+    assert main(["render", str(PROFILE), "--out-dir", str(tmp_path)]) == 0
+    assert main(["render", str(PROFILE), "--out-dir", str(tmp_path), "--check"]) == 0
+    (tmp_path / "redis.yaml").write_text("# edited by hand\n")
+    assert main(["render", str(PROFILE), "--out-dir", str(tmp_path), "--check"]) == 1
     capsys.readouterr()
-    assert main([str(PROFILE)]) == 0
+    assert main(["render", str(PROFILE)]) == 0
     out = capsys.readouterr().out
     assert "kind: RayService" in out
+
+
+def test_usage_names_the_tandem_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from serve.cli import main as tandem_main
+
+    for argv in (["k8s", "render", "--help"], ["k8s", "validate", "--help"], ["k8s", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            tandem_main(argv)
+        assert exc.value.code == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: tandem k8s"), out
+        assert "python -m" not in out
 
 
 def test_grafana_dashboard() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -15,8 +16,8 @@ import pipelines.telemetry as ptel
 from serve import telemetry as stel
 from serve.telemetry import JsonlEventSink, JsonlSpanExporter, configure_env, span_processors
 
-ENV_KEYS = (stel.ENV_DIR, stel.ENV_OTLP, "RAY_SERVE_TRACING_EXPORTER_IMPORT_PATH",
-            "RAY_SERVE_TRACING_SAMPLING_RATIO", "TANDEM_CACHE")
+ENV_KEYS = (stel.ENV_DIR, stel.ENV_OTLP, stel.ENV_EXPORT, stel.ENV_FLUSH_MS, "RAY_SERVE_TRACING_EXPORTER_IMPORT_PATH",
+            "RAY_SERVE_TRACING_SAMPLING_RATIO", "TANDEM_CACHE", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES")
 
 
 @pytest.fixture(autouse=True)
@@ -73,10 +74,74 @@ def test_jsonl_span_exporter_appends(tmp_path: Path) -> None:
 def test_span_processors_without_otlp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(stel.ENV_DIR, str(tmp_path / "tel"))
     procs = span_processors()
-    assert len(procs) == 1 and isinstance(procs[0], SimpleSpanProcessor)
-    assert procs[0].span_exporter.path.parent == tmp_path / "tel"
+    assert len(procs) == 1 and isinstance(procs[0], BatchSpanProcessor)
+    assert procs[0]._batch_processor._exporter.path.parent == tmp_path / "tel"
     for p in procs:
         p.shutdown()
+
+
+def test_span_processors_sync_mode_writes_each_span(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(stel.ENV_DIR, str(tmp_path / "tel"))
+    monkeypatch.setenv(stel.ENV_EXPORT, "sync")
+    [proc] = span_processors()
+    assert isinstance(proc, SimpleSpanProcessor)
+    monkeypatch.setenv(stel.ENV_EXPORT, "eventually")
+    with pytest.raises(ValueError, match="TANDEM_SPAN_EXPORT"):
+        span_processors()
+
+
+def _batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush_ms: str) -> tuple[TracerProvider, Any, list[int]]:
+    import threading
+
+    monkeypatch.setenv(stel.ENV_DIR, str(tmp_path / "tel"))
+    monkeypatch.setenv(stel.ENV_FLUSH_MS, flush_ms)
+    [proc] = span_processors()
+    exporter = proc._batch_processor._exporter
+    threads: list[int] = []
+    original = exporter.export
+    def export(spans: Any) -> Any:
+        result = original(spans)
+        threads.append(threading.get_ident())  # after the write: a waiter then finds the file complete
+        return result
+
+    monkeypatch.setattr(exporter, "export", export)
+    provider = TracerProvider()
+    provider.add_span_processor(proc)
+    return provider, exporter, threads
+
+
+def test_batch_export_does_not_write_when_a_span_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A span that ends on the request path is only queued; the file is written at the next flush."""
+    provider, exporter, threads = _batch(tmp_path, monkeypatch, "600000")  # no timed flush in this test
+    with provider.get_tracer("t").start_as_current_span("request-path"):
+        pass
+    assert not exporter.path.exists() and threads == []  # ended, not yet written
+    assert provider.force_flush()
+    assert [s["name"] for s in _lines(exporter.path)] == ["request-path"]
+    provider.shutdown()
+
+
+def test_batch_export_writes_from_its_own_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    provider, exporter, threads = _batch(tmp_path, monkeypatch, "10")
+    with provider.get_tracer("t").start_as_current_span("request-path"):
+        pass
+    deadline = time.monotonic() + 30  # waits for the exporter thread; asserts no duration
+    while not threads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threads and threading.get_ident() not in threads
+    assert [s["name"] for s in _lines(exporter.path)] == ["request-path"]
+    provider.shutdown()
+
+
+def test_flush_interval_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert stel.flush_ms() == 1000
+    monkeypatch.setenv(stel.ENV_FLUSH_MS, "250")
+    assert stel.flush_ms() == 250
+    monkeypatch.setenv(stel.ENV_FLUSH_MS, "0")
+    assert stel.flush_ms() == 1
 
 
 def test_span_processors_honours_otlp_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +150,7 @@ def test_span_processors_honours_otlp_endpoint(tmp_path: Path, monkeypatch: pyte
     procs = span_processors()
     try:
         assert len(procs) == 2
-        assert isinstance(procs[0], SimpleSpanProcessor) and isinstance(procs[1], BatchSpanProcessor)
+        assert all(isinstance(p, BatchSpanProcessor) for p in procs)
     finally:
         for p in procs:
             p.shutdown()
@@ -104,6 +169,17 @@ def test_configure_env_sets_the_ray_serve_hook(tmp_path: Path) -> None:
     assert os.environ[stel.ENV_OTLP] == "collector:4317"
     assert os.environ["RAY_SERVE_TRACING_EXPORTER_IMPORT_PATH"] == "serve.telemetry:span_processors"
     assert os.environ["RAY_SERVE_TRACING_SAMPLING_RATIO"] == "0.25"
+    assert os.environ["OTEL_SERVICE_NAME"] == "tandem"
+    assert os.environ["OTEL_RESOURCE_ATTRIBUTES"] == "openinference.project.name=tandem"
+
+
+def test_configure_env_names_the_project_on_the_resource(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=dev,openinference.project.name=old")
+    configure_env(jsonl_dir=str(tmp_path / "t"), otlp_endpoint=None, sampling_ratio=1.0, service_name="shop")
+    assert os.environ["OTEL_RESOURCE_ATTRIBUTES"] == "deployment.environment=dev,openinference.project.name=shop"
+    # the tracer provider Ray Serve creates in each process reads them
+    res = TracerProvider().resource.attributes
+    assert res["service.name"] == "shop" and res["openinference.project.name"] == "shop"
 
 
 def test_configure_env_default_dir_and_no_otlp(tmp_path: Path) -> None:
@@ -152,8 +228,9 @@ def test_stage_span_names_and_attributes(tmp_path: Path, monkeypatch: pytest.Mon
     assert span["name"] == "tandem.generate"
     assert span["trace_id"] == inner_trace
     assert span["attributes"] == {
+        "openinference.span.kind": "CHAIN", "session.id": "s1",
         ptel.ATTR.STAGE: "generate", ptel.ATTR.SESSION: "s1", ptel.ATTR.TURN: "t_1",
-        ptel.ATTR.PIPELINE: "prompting", ptel.ATTR.ROLE: "generator", "tandem.deltas": 3, "tandem.obj": "['x']",
+        ptel.ATTR.PIPELINE: "prompting", ptel.ATTR.ROLE: "generator", "tandem.deltas": 3, "tandem.obj": "('x',)",
     }
 
 
