@@ -23,6 +23,18 @@ a decision, the share identical to the baseline's output for the same request (g
 sanity check), and the speculative acceptance rate when vLLM exposes it. Ratios are
 baseline / variant (> 1 = faster). Writes everything as JSON.
 
+Two more experiments follow on the async_fi engine (``--experiments``, companion module
+``device_prefix_priority.py``):
+
+  prefix           sessions of 3 turns x 3 steps in two prompt layouts: the system message
+                   rewritten per step (eligible tools + state, the ``dr`` layout) vs append-only
+                   (a fixed head, each step appended, the ``tandem`` layout); prefix-cache hit
+                   rate per request (vLLM's num_cached_tokens, checked against its
+                   prefix_cache_queries / hits counters) and per-step TTFT, side by side
+  priority         closed-loop turns at --priority-concurrency over a smaller batch
+                   (--priority-max-num-seqs): the first call at priority -1, later calls at 0,
+                   on an fcfs engine and on a priority-scheduled one; first-call TTFT p50/p90
+
 The decision schema is ``pipelines.dr.decisions.decision_schema`` over the support domain's
 tools when this repository is importable (run from the repo root), otherwise a small inline
 schema of the same shape (anyOf of const-discriminated branches).
