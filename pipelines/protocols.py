@@ -62,6 +62,9 @@ class ModelCall(BaseModel):
         "continues it, the stream yields only what follows, and the constraint applies after it.",
     )
     structured_output: StructuredOutput | None = None
+    priority: int = Field(
+        0, description="Engine scheduling priority: lower runs earlier (vLLM's order); 0 is every "
+        "request's default. Takes effect on an engine with scheduling_policy 'priority'.")
 
 
 @runtime_checkable

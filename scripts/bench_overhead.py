@@ -1,14 +1,18 @@
-"""Overhead of the full Tandem turn vs the same model call sent straight to the model deployment.
+"""Overhead of the full Tandem turn vs the app's own OpenAI route vs a direct handle, same prompt tokens.
 
-Starts the embedded app (real Ray Serve + vLLM on the CPU), then for N prompts
-alternates, in one run:
-  * app    — POST /v1/sessions/<fresh id>/turns over HTTP with SSE (proxy → ingress →
-             prompting pipeline → LLMServer), timed by the client;
-  * direct — the identical ChatCompletionRequest sent from this driver through a Serve
-             handle to ``LLMServer:<model>`` (no proxy, no ingress, no pipeline).
-Prints TTFT and end-to-end p50/p90 for both and their ratios; writes JSON.
+Starts the embedded app (real Ray Serve + vLLM on the CPU) with the ``prompting`` pipeline, then
+for N prompts sends, in one run and in a rotating order:
+  * turn          — POST /v1/sessions/<fresh id>/turns over HTTP with SSE (proxy → ingress →
+                    prompting pipeline → LLMServer), timed to the first ``reply.delta``;
+  * openai_route  — POST /v1/chat/completions (stream) on the same app with the same messages and
+                    decoding parameters (proxy → ingress → Ray Serve LLM's OpenAI path → LLMServer);
+  * handle        — the identical ChatCompletionRequest from this driver through a Serve handle to
+                    ``LLMServer:<model>`` (no proxy, no ingress, no pipeline).
+Prints TTFT and end-to-end p50/p90 per path and the ratios of the turn over the two others;
+writes ``results/bench_overhead.json`` (``ttft_ms`` per path, ``ratio_vs_openai_route``,
+``ratio_vs_handle`` at p50).
 
-    python scripts/bench_overhead.py --turns 30 --out results/bench_overhead.json
+    python scripts/bench_overhead.py --turns 30
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ PROMPTS = [
     "I want to cancel my order, it is still pending.",
     "Do you ship to Canada?",
 ]
+PATHS = ("turn", "openai_route", "handle")
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -56,6 +61,32 @@ def app_turn(base: str, sid: str, text: str) -> tuple[float, float]:
     return (ttft or float("nan")) * 1000, (time.perf_counter() - t0) * 1000
 
 
+def openai_body(model_id: str, call) -> dict:
+    """The OpenAI route's body for our ModelCall: the same messages and decoding parameters."""
+    body = {"model": model_id, "messages": [m.model_dump() for m in call.messages], "max_tokens": call.max_tokens,
+            "temperature": call.temperature, "top_p": call.top_p, "stream": True}
+    if call.seed is not None:
+        body["seed"] = call.seed
+    if call.stop:
+        body["stop"] = list(call.stop)
+    if call.repetition_penalty != 1.0:
+        body["repetition_penalty"] = call.repetition_penalty
+    return body
+
+
+def openai_turn(base: str, body: dict) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    ttft = None
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=120) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if ttft is None and line.startswith("data: ") and line[6:].strip() != "[DONE]":
+                delta = (json.loads(line[6:]).get("choices") or [{}])[0].get("delta") or {}
+                if delta.get("content"):
+                    ttft = time.perf_counter() - t0
+    return (ttft or float("nan")) * 1000, (time.perf_counter() - t0) * 1000
+
+
 async def direct_turn(handle, model_id: str, call) -> tuple[float, float]:
     from serve.model_client import parse_sse_item, to_chat_request
 
@@ -70,8 +101,8 @@ async def direct_turn(handle, model_id: str, call) -> tuple[float, float]:
 def summary(rows: list[tuple[float, float]]) -> dict[str, float]:
     ttft = [r[0] for r in rows]
     e2e = [r[1] for r in rows]
-    return {"ttft_p50_ms": pct(ttft, 0.5), "ttft_p90_ms": pct(ttft, 0.9),
-            "e2e_p50_ms": pct(e2e, 0.5), "e2e_p90_ms": pct(e2e, 0.9), "n": len(rows)}
+    return {"p50": pct(ttft, 0.5), "p90": pct(ttft, 0.9), "e2e_p50": pct(e2e, 0.5), "e2e_p90": pct(e2e, 0.9),
+            "n": len(rows)}
 
 
 def main() -> int:
@@ -84,7 +115,7 @@ def main() -> int:
     ns = ap.parse_args()
 
     # The overhead is measured on the prompting pipeline: its one generator call is exactly the
-    # request the direct side sends, so the difference is the app (proxy, ingress, runner, SSE).
+    # request the two other paths send, so the differences are the app's own path.
     import tempfile
 
     import ray
@@ -97,18 +128,17 @@ def main() -> int:
     from pipelines.turn import TurnContext
     from serve.config import load_serve_file
     from serve.launch import start_app, wait_ready
-    from tests.integration.conftest import free_port
+    from serve.loadtest.cli import free_port
 
     raw = yaml.safe_load(Path(ns.config).read_text())
-    raw["applications"][0]["args"]["pipeline"]["kind"] = "prompting"
-    raw["applications"][0]["args"]["pipeline"]["max_reply_tokens"] = ns.max_tokens
+    raw["applications"][0]["args"]["pipeline"] = {"kind": "prompting", "max_reply_tokens": ns.max_tokens}
     cfg_path = Path(tempfile.mkdtemp(prefix="tandem-bench-")) / "prompting.yaml"
     cfg_path.write_text(yaml.safe_dump(raw))
     sf = load_serve_file(cfg_path)
     args = sf.applications[0].args
     ep = start_app(str(cfg_path), http_port=free_port(), grpc_port=free_port(), metrics_port=None)
     try:
-        wait_ready(ep["http"])
+        wait_ready(ep["http"], timeout_s=1500)
         gen = args.model_for_role("generator")
         handle = serve.get_deployment_handle(f"LLMServer:{gen.model_id}", app_name=ep["app"]).options(stream=True)
         p = args.pipeline
@@ -119,27 +149,41 @@ def main() -> int:
             return pipe.build_call(ctx)
 
         loop = asyncio.new_event_loop()
-        app_rows, direct_rows = [], []
+        base = ep["openai"].removesuffix("/v1")
+
+        def one(name: str, i: int, text: str, call) -> tuple[float, float]:
+            if name == "turn":
+                return app_turn(ep["http"], f"bench-{i}", text)
+            if name == "openai_route":
+                return openai_turn(base, openai_body(gen.model_id, call))
+            return loop.run_until_complete(direct_turn(handle, gen.model_id, call))
+
+        rows: dict[str, list[tuple[float, float]]] = {k: [] for k in PATHS}
         for i in range(ns.warmup + ns.turns):
             text = PROMPTS[i % len(PROMPTS)]
-            a = app_turn(ep["http"], f"bench-{i}", text)
-            d = loop.run_until_complete(direct_turn(handle, gen.model_id, call_for(text)))
-            if i >= ns.warmup:
-                app_rows.append(a)
-                direct_rows.append(d)
+            call = call_for(text)
+            for k in range(len(PATHS)):  # rotate the order so no path always follows another
+                name = PATHS[(i + k) % len(PATHS)]
+                got = one(name, i, text, call)
+                if i >= ns.warmup:
+                    rows[name].append(got)
             print(f"\r{i + 1}/{ns.warmup + ns.turns}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
-        app_s, direct_s = summary(app_rows), summary(direct_rows)
-        ratios = {k.replace("_ms", "_ratio"): app_s[k] / direct_s[k] for k in app_s if k.endswith("_ms")}
-        extra = {k.replace("_ms", "_overhead_ms"): app_s[k] - direct_s[k] for k in app_s if k.endswith("_ms")}
-        result = {"app": app_s, "direct": direct_s, "ratio_app_over_direct": ratios,
-                  "overhead_ms": extra, "turns": ns.turns, "config": Path(ns.config).name,
-                  "max_reply_tokens": p.max_reply_tokens}
-        print(f"{'':8} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
-        for name, s in (("app", app_s), ("direct", direct_s)):
-            print(f"{name:8} {s['ttft_p50_ms']:10.1f} {s['ttft_p90_ms']:10.1f} {s['e2e_p50_ms']:10.1f} {s['e2e_p90_ms']:10.1f}")
-        print(f"{'ratio':8} {ratios['ttft_p50_ratio']:10.2f} {ratios['ttft_p90_ratio']:10.2f} "
-              f"{ratios['e2e_p50_ratio']:10.2f} {ratios['e2e_p90_ratio']:10.2f}")
+        s = {name: summary(r) for name, r in rows.items()}
+        result = {
+            "ttft_ms": {name: {"p50": v["p50"], "p90": v["p90"]} for name, v in s.items()},
+            "e2e_ms": {name: {"p50": v["e2e_p50"], "p90": v["e2e_p90"]} for name, v in s.items()},
+            "ratio_vs_openai_route": s["turn"]["p50"] / s["openai_route"]["p50"],
+            "ratio_vs_handle": s["turn"]["p50"] / s["handle"]["p50"],
+            "ratio_vs_openai_route_p90": s["turn"]["p90"] / s["openai_route"]["p90"],
+            "ratio_vs_handle_p90": s["turn"]["p90"] / s["handle"]["p90"],
+            "turns": ns.turns, "config": Path(ns.config).name, "max_reply_tokens": p.max_reply_tokens,
+        }
+        print(f"{'':14} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
+        for name, v in s.items():
+            print(f"{name:14} {v['p50']:10.1f} {v['p90']:10.1f} {v['e2e_p50']:10.1f} {v['e2e_p90']:10.1f}")
+        print(f"turn / openai_route (p50) {result['ratio_vs_openai_route']:.3f}; "
+              f"turn / handle (p50) {result['ratio_vs_handle']:.3f}")
         Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.out).write_text(json.dumps(result, indent=2))
         print(f"wrote {ns.out}")

@@ -23,6 +23,18 @@ a decision, the share identical to the baseline's output for the same request (g
 sanity check), and the speculative acceptance rate when vLLM exposes it. Ratios are
 baseline / variant (> 1 = faster). Writes everything as JSON.
 
+Two more experiments follow on the async_fi engine (``--experiments``, companion module
+``device_prefix_priority.py``):
+
+  prefix           sessions of 3 turns x 3 steps in two prompt layouts: the system message
+                   rewritten per step (eligible tools + state, the ``dr`` layout) vs append-only
+                   (a fixed head, each step appended, the ``tandem`` layout); prefix-cache hit
+                   rate per request (vLLM's num_cached_tokens, checked against its
+                   prefix_cache_queries / hits counters) and per-step TTFT, side by side
+  priority         closed-loop turns at --priority-concurrency over a smaller batch
+                   (--priority-max-num-seqs): the first call at priority -1, later calls at 0,
+                   on an fcfs engine and on a priority-scheduled one; first-call TTFT p50/p90
+
 The decision schema is ``pipelines.dr.decisions.decision_schema`` over the support domain's
 tools when this repository is importable (run from the repo root), otherwise a small inline
 schema of the same shape (anyOf of const-discriminated branches).
@@ -61,140 +73,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("baseline", "async_fi", "async_fi_ngram", "async_fi_eagle3")
 
-# ---- prompts and schema (no vLLM needed) -------------------------------------------------------
-
-SYSTEM = (
-    "You plan the next step of a retail support assistant. Output one JSON decision only.\n"
-    "Verify the user first (email, or name and zip). One tool call per step. "
-    "Changes to orders only through an action card; the user confirms later. "
-    "Use only ids from the observations or the user's words.\n"
-    "Decisions: a tool name with args; respond; clarify with a question; select an entity_id "
-    "(null if unsure); action with card_id and params; escalate with a reason_code."
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its companions: device_prompts, device_prefix_priority
+from device_prompts import (  # noqa: E402
+    REQUESTS,
+    build_prompts,
+    decision_schema_and_tools,
+    policy_text,
+    shared_head,
 )
-POLICY = [
-    "Authenticate the user by email, or by first name, last name and zip, before any account action.",
-    "Act only for the authenticated user; never read or change another user's orders.",
-    "Only pending orders can be cancelled; the reason is 'no longer needed' or 'ordered by mistake'.",
-    "Only pending orders can have items, the shipping address or the payment method modified.",
-    "Item options of a pending order can be modified only once; list every item to change at once.",
-    "Only delivered orders can be returned or exchanged; an exchange keeps the same product type.",
-    "Refunds go to the original payment method or to an existing gift card, never elsewhere.",
-    "Gift card refunds are immediate; other refunds take five to seven business days.",
-    "Before any change, show an action card with the exact details and wait for an explicit yes.",
-    "Transfer to a human agent only when the request is out of scope or the user insists.",
-    "Never invent ids, prices, addresses or policies; use only the observations and the user's words.",
-    "One tool call per step; at most three steps per turn; then answer, clarify or escalate.",
-]
-REQUESTS = [
-    # (user text, state, observation lines)
-    ("Hi, I want to cancel my order, I ordered it by mistake.", {"authenticated_user": "no"}, []),
-    ("My email is [EMAIL_1], where is my order #W1000002?", {"authenticated_user": "no"}, []),
-    ("Please cancel order #W1000001.", {"authenticated_user": "alex_rivera_1001",
-                                        "orders": "#W1000001,#W1000002,#W1000003"},
-     ['1. get_order_details {"order_id":"#W1000001"} -> ok status=pending total=231.40 items=2']),
-    ("I want to return my order.", {"authenticated_user": "priya_shah_2002",
-                                    "orders": "#W2000001,#W2000002,#W2000003"}, []),
-    ("Do you ship to Canada?", {"authenticated_user": "no"}, []),
-    ("Can I exchange the running shoes in #W2000002 for a size 10?",
-     {"authenticated_user": "priya_shah_2002", "orders": "#W2000001,#W2000002,#W2000003"},
-     ['1. get_order_details {"order_id":"#W2000002"} -> ok status=delivered items=3 '
-      'running shoes size=9 color=black item_id=4107812777']),
-    ("I'm Yusuf Rossi, zip 19122. I need to change the address of my pending order.",
-     {"authenticated_user": "no"}, []),
-    ("The refund for my cancelled order never arrived, this is the third time I ask.",
-     {"authenticated_user": "alex_rivera_1001", "orders": "#W1000001,#W1000002,#W1000003"}, []),
-    ("How many t-shirt options do you have right now?", {"authenticated_user": "no"}, []),
-    ("yes, change the payment of #W1000001 to my gift card",
-     {"authenticated_user": "alex_rivera_1001", "orders": "#W1000001,#W1000002,#W1000003"},
-     ['1. get_user_details {"user_id":"alex_rivera_1001"} -> ok payment_methods=credit_card_1000001,'
-      'gift_card_1000002(balance 15.00)']),
-]
-HISTORY = [
-    ("U: hi, I have a question about an order", "A: Sure, I can help. Could you give me your email?"),
-    ("U: it is the one I placed last week", "A: Thanks. Which order do you mean?"),
-    ("U: the one with the lamp", "A: I found two orders with a lamp; please pick one."),
-]
-
-
-def _inline_schema() -> tuple[dict[str, Any], list[str]]:
-    """A small schema of the same shape as pipelines.dr.decisions.decision_schema."""
-
-    def obj(props: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-
-    s = {"type": "string", "maxLength": 64}
-    tools = {
-        "find_user_id_by_email": {"email": s},
-        "find_user_id_by_name_zip": {"first_name": s, "last_name": s, "zip": s},
-        "get_order_details": {"order_id": s},
-        "get_user_details": {"user_id": s},
-        "search_help_articles": {"query": s},
-    }
-    branches = [obj({"decision": {"const": n}, "args": obj(a)}) for n, a in tools.items()]
-    branches += [
-        obj({"decision": {"const": "respond"}}),
-        obj({"decision": {"const": "clarify"}, "question": {"type": "string", "maxLength": 160}}),
-        obj({"decision": {"const": "select"}, "entity_id": {"anyOf": [{"type": "string", "maxLength": 16},
-                                                                      {"type": "null"}]}}),
-        obj({"decision": {"const": "action"}, "card_id": {"enum": ["card.cancel_order", "card.modify_payment"]},
-             "params": obj({"order_id": s, "reason": s})}),
-        obj({"decision": {"const": "escalate"}, "reason_code": {"enum": [
-            "user_requested_human", "safety_sensitive", "out_of_scope", "policy_exception", "technical_issue"]}}),
-    ]
-    sigs = [f"{n}({', '.join(a)})" for n, a in tools.items()]
-    return {"anyOf": branches}, sigs
-
-
-def decision_schema_and_tools() -> tuple[dict[str, Any], list[str], str]:
-    """(schema, tool signatures, source): the repo's schema when importable, else the inline one."""
-    try:
-        sys.path.insert(0, str(REPO))
-        from pipelines.domains.support import build_support_domain
-        from pipelines.dr.decisions import decision_schema
-        from pipelines.dr.outcome import OPEN_TOOLS, PRIVATE_READS
-
-        d = build_support_domain()
-        names = list(OPEN_TOOLS) + list(PRIVATE_READS) + sorted(d.lookup_tools)
-        tools = {n: d.registry.get(n).args_schema() for n in names if n in d.registry.tools}
-        cards = [(c.id, c.required_params, d.registry.get(c.tool).args_schema())
-                 for c in d.cards if c.kind == "write"]
-        ids = ["#W1000001", "#W1000002", "#W1000003", "#W2000001", "#W2000002", "#W2000003"]
-        schema = decision_schema(tools, cards, ids)
-        sigs = [f"{n}({', '.join(s.get('properties', {}))})" for n, s in sorted(tools.items())]
-        sigs += [f"{cid}({', '.join(p)})" for cid, p, _ in cards]
-        return schema, sigs, "pipelines.dr.decisions.decision_schema"
-    except Exception as exc:  # not run from the repo, or its dependencies are missing
-        schema, sigs = _inline_schema()
-        return schema, sigs, f"inline ({type(exc).__name__})"
-
-
-def build_prompts(n: int, shared_tokens: int, unique_tokens: int, sigs: list[str]) -> list[list[dict[str, str]]]:
-    """n chat prompts: a shared system part (~shared_tokens, prefix-cacheable) + a unique user part.
-
-    Token counts are approximate (~4 characters per token); the engine's real counts are reported.
-    """
-    system = SYSTEM + "\nTools and cards: " + "; ".join(sigs) + "\nPolicy:\n"
-    i = 0
-    while len(system) < shared_tokens * 4:
-        system += f"{i + 1}. {POLICY[i % len(POLICY)]}\n"
-        i += 1
-    prompts = []
-    for k in range(n):
-        text, state, obs = REQUESTS[k % len(REQUESTS)]
-        parts: list[str] = []
-        j = 0
-        while sum(len(p) for p in parts) < unique_tokens * 4:
-            u, a = HISTORY[(k + j) % len(HISTORY)]
-            parts += [f"{u} (ref {k}-{j})", a]
-            j += 1
-        parts.append(f"User: {text}")
-        parts.append("State: " + "; ".join(f"{a}={b}" for a, b in state.items()))
-        if obs:
-            parts += ["Observations:", *obs]
-        parts.append("Next decision:")
-        prompts.append([{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}])
-    return prompts
-
 
 # ---- variants ------------------------------------------------------------------------------------
 
@@ -249,14 +135,18 @@ def pct(xs: list[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def _spec_counters() -> dict[str, float]:
+SPEC_COUNTERS = ("vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
+PREFIX_COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits")
+
+
+def _counters(names: tuple[str, ...] = SPEC_COUNTERS) -> dict[str, float]:
+    """The engine's own counters (summed over engines), read in process."""
     try:
         from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
 
         out: dict[str, float] = {}
         for m in get_metrics_snapshot():
-            if isinstance(m, Counter) and m.name in ("vllm:spec_decode_num_draft_tokens",
-                                                      "vllm:spec_decode_num_accepted_tokens"):
+            if isinstance(m, Counter) and m.name in names:
                 out[m.name] = out.get(m.name, 0.0) + float(m.value)
         return out
     except Exception:
@@ -264,6 +154,7 @@ def _spec_counters() -> dict[str, float]:
 
 
 async def _run_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    import device_prefix_priority as dpp
     from vllm import SamplingParams
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.sampling_params import StructuredOutputsParams
@@ -290,9 +181,20 @@ async def _run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         except TypeError:
             return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
-    prompts = [render(m) for m in spec["prompts"]]
     params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], seed=0,
                             structured_outputs=StructuredOutputsParams(json=spec["schema"]))
+    experiment = spec.get("experiment", "latency")
+    if experiment != "latency":
+        if experiment == "prefix":
+            res = await dpp.run_prefix(engine, render, params, spec, lambda: _counters(PREFIX_COUNTERS), pct)
+        else:
+            res = await dpp.run_priority(engine, render, lambda n: SamplingParams(
+                temperature=0.0, max_tokens=n, seed=0, ignore_eos=True), spec, pct)
+        engine.shutdown()
+        engine = None
+        gc.collect()
+        return {"engine_start_s": start_s, "resolved": resolved, "experiment": experiment, **res}
+    prompts = [render(m) for m in spec["prompts"]]
     counter = 0
 
     async def one(i: int) -> dict[str, Any]:
@@ -334,9 +236,9 @@ async def _run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         await level(min(8, max(spec["concurrency"])), list(range(w)))  # warm-up (CUDA graphs, grammar)
     levels = []
     for li, c in enumerate(spec["concurrency"]):
-        before = _spec_counters()
+        before = _counters()
         rows, wall = await level(c, list(range(w + li * n, w + (li + 1) * n)))
-        after = _spec_counters()
+        after = _counters()
         draft = after.get("vllm:spec_decode_num_draft_tokens", 0) - before.get("vllm:spec_decode_num_draft_tokens", 0)
         acc = after.get("vllm:spec_decode_num_accepted_tokens", 0) - before.get(
             "vllm:spec_decode_num_accepted_tokens", 0)
@@ -405,6 +307,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "maxLength bounds, which auto serves with guidance)")
     ap.add_argument("--no-prefix-caching", action="store_true")
     ap.add_argument("--trust-remote-code", action="store_true")
+    ap.add_argument("--experiments", default="latency,prefix,priority",
+                    help="comma list: latency (the variants), prefix (rewrite vs append-only layouts: "
+                         "prefix-cache hits and per-step TTFT), priority (first-call TTFT, fcfs vs priority)")
+    ap.add_argument("--prefix-sessions", type=int, default=16)
+    ap.add_argument("--prefix-turns", type=int, default=3)
+    ap.add_argument("--prefix-steps", type=int, default=3)
+    ap.add_argument("--prefix-concurrency", type=int, default=4, help="sessions in flight")
+    ap.add_argument("--priority-concurrency", type=int, default=32, help="turns in flight")
+    ap.add_argument("--priority-turns", type=int, default=128)
+    ap.add_argument("--priority-max-num-seqs", type=int, default=8,
+                    help="the engine's batch in the priority experiment (< concurrency, so requests queue)")
     ap.add_argument("--variant-timeout-s", type=int, default=1800, help="per variant (engine start + all levels)")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "device_orchestrator_p90.json")
     ap.add_argument("--dry-run", action="store_true",
@@ -439,6 +352,13 @@ def validate(ns: argparse.Namespace, ap_error: Any) -> None:
                      "(a hub id would be fetched; give a folder)")
     else:
         ns.variant_list = [v for v in ns.variant_list if v != "async_fi_eagle3"]
+    ns.experiment_list = [e.strip() for e in ns.experiments.split(",") if e.strip()]
+    if not ns.experiment_list or set(ns.experiment_list) - {"latency", "prefix", "priority"}:
+        ap_error(f"--experiments {ns.experiments!r}: a comma list of latency, prefix, priority")
+    for name in ("prefix_sessions", "prefix_turns", "prefix_steps", "prefix_concurrency", "priority_concurrency",
+                 "priority_turns", "priority_max_num_seqs"):
+        if getattr(ns, name) < 1:
+            ap_error(f"--{name.replace('_', '-')} must be >= 1")
     for name in ("requests", "max_tokens", "max_model_len", "tp"):
         if getattr(ns, name) < 1:
             ap_error(f"--{name.replace('_', '-')} must be >= 1")
@@ -460,9 +380,11 @@ def check_configs(ns: argparse.Namespace, ngram: str) -> int:
         print(f"  --check-config needs vLLM installed ({exc})", file=sys.stderr)
         return 1
     bad = 0
-    for v in ns.variant_list:
+    configs = [(v, variant_kwargs(v, ns, ngram)) for v in ns.variant_list]
+    configs += [(name, spec["engine_kwargs"]) for name, spec in experiment_specs(ns, {}, [])]
+    for v, kwargs in configs:
         try:
-            AsyncEngineArgs(**variant_kwargs(v, ns, ngram)).create_engine_config()
+            AsyncEngineArgs(**kwargs).create_engine_config()
             print(f"  {v:16} engine config ok")
         except Exception as exc:
             bad += 1
@@ -494,7 +416,32 @@ def fmt(x: float | None, nd: int = 3) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
-def report(results: dict[str, Any], meta: dict[str, Any], out_path: Path) -> None:
+def report_experiments(extra: dict[str, Any]) -> None:
+    """Print the prefix and priority experiments side by side."""
+    p = extra.get("prefix")
+    if p and p.get("ok"):
+        print("\nprefix reuse (measured: steps >= 2 of a turn, every step of turns >= 2)")
+        for layout in ("rewrite", "append"):
+            m = p[layout]["measured"]
+            print(f"  {layout:8} hit rate {fmt(m['hit_rate'], 3)}  step TTFT p50 {fmt(m['ttft_ms']['p50'], 1)} ms  "
+                  f"p90 {fmt(m['ttft_ms']['p90'], 1)} ms  engine counters {p[layout]['engine_counters']}")
+        print(f"  TTFT rewrite / append: p50 {fmt(p['ratio_ttft_p50_rewrite_over_append'], 2)}  "
+              f"p90 {fmt(p['ratio_ttft_p90_rewrite_over_append'], 2)}")
+    elif p:
+        print(f"\nprefix FAILED: {p.get('error', '')[:200]}")
+    rows = {k.removeprefix("priority_"): v for k, v in extra.items() if k.startswith("priority_")}
+    if rows:
+        print("\npriority (first call at -1, later calls at 0)")
+        for policy, r in rows.items():
+            if not r.get("ok"):
+                print(f"  {policy:8} FAILED: {r.get('error', '')[:200]}")
+                continue
+            f, later = r["first_call_ttft_ms"], r["later_call_ttft_ms"]
+            print(f"  {policy:8} first-call TTFT p50 {fmt(f['p50'], 1)} p90 {fmt(f['p90'], 1)} ms; later calls p50 "
+                  f"{fmt(later['p50'], 1)} p90 {fmt(later['p90'], 1)} ms; turn p90 {fmt(r['turn_ms']['p90'], 0)} ms")
+
+
+def report(results: dict[str, Any], meta: dict[str, Any], out_path: Path, extra: dict[str, Any] | None = None) -> None:
     """Print the side-by-side table (ratios against baseline per concurrency level) and write JSON."""
     base = results.get("baseline", {})
     base_levels = {lv["concurrency"]: lv for lv in base.get("levels", [])} if base.get("ok") else {}
@@ -524,10 +471,52 @@ def report(results: dict[str, Any], meta: dict[str, Any], out_path: Path) -> Non
         for k, lv in enumerate(res.get("levels", [])):
             if k:
                 lv.pop("outputs", None)
-    out = {**meta, "variants": results}
+    report_experiments(extra or {})
+    out = {**meta, "variants": results, "experiments": extra or {}}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=2, default=str) + "\n")
     print(f"wrote {out_path}")
+
+
+def run_worker(name: str, spec: dict[str, Any], ns: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """One engine, one subprocess (the GPU is freed between them); the worker's JSON result."""
+    sp, op = tmp / f"{name}.spec.json", tmp / f"{name}.out.json"
+    sp.write_text(json.dumps(spec))
+    kwargs = {k: x for k, x in spec["engine_kwargs"].items() if k not in ("model", "tokenizer")}
+    print(f"--- {name}: {json.dumps(kwargs)}", flush=True)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--_worker", str(sp), str(op)],
+                              timeout=ns.variant_timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        res = json.loads(op.read_text()) if op.is_file() else {
+            "ok": False, "error": f"worker exited {proc.returncode} without a result"}
+    except subprocess.TimeoutExpired:
+        res = {"ok": False, "error": f"timed out after {ns.variant_timeout_s} s"}
+    res["wall_s"] = time.perf_counter() - t0
+    res["engine_kwargs"] = kwargs
+    print(f"    {'ok' if res['ok'] else 'FAILED: ' + res['error'][:300]} ({res['wall_s']:.0f} s)", flush=True)
+    return res
+
+
+def experiment_specs(ns: argparse.Namespace, schema: dict[str, Any], sigs: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The prefix and priority experiments' worker specs (engine: the async_fi variant)."""
+    base = variant_kwargs("async_fi", ns, "ngram")
+    head = shared_head(ns.shared_tokens, sigs)
+    common = {"head": head, "policy": policy_text(ns.shared_tokens, sigs), "schema": schema,
+              "max_tokens": ns.max_tokens, "requests": [r[0] for r in REQUESTS]}
+    out: list[tuple[str, dict[str, Any]]] = []
+    if "prefix" in ns.experiment_list:
+        out.append(("prefix", {**common, "experiment": "prefix", "engine_kwargs": {**base, "enable_prefix_caching": True},
+                               "sessions": ns.prefix_sessions, "turns": ns.prefix_turns, "steps": ns.prefix_steps,
+                               "concurrency": ns.prefix_concurrency}))
+    if "priority" in ns.experiment_list:
+        for policy in ("fcfs", "priority"):
+            kw = {**base, "scheduling_policy": policy, "max_num_seqs": ns.priority_max_num_seqs}
+            out.append((f"priority_{policy}", {**common, "experiment": "priority", "engine_kwargs": kw,
+                                               "first_priority": -1, "concurrency": ns.priority_concurrency,
+                                               "turns": ns.priority_turns, "first_tokens": 24,
+                                               "step_tokens": 64, "reply_tokens": 160}))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -545,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
         for v in ns.variant_list:
             kw = {k: val for k, val in variant_kwargs(v, ns, ngram).items() if k not in ("model", "tokenizer")}
             print(f"  {v:16} {json.dumps(kw)}")
+        for name, spec in experiment_specs(ns, schema, sigs):
+            kw = {k: val for k, val in spec["engine_kwargs"].items() if k not in ("model", "tokenizer")}
+            print(f"  {name:16} {json.dumps(kw)}")
         if ns.check_config:
             bad = check_configs(ns, ngram)
             if bad:
@@ -567,34 +559,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU {gpu}; vLLM {vllm.__version__}; model {ns.model}; schema {schema_src}; n-gram method {ngram}",
           flush=True)
     results: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="orch_p90-") as tmp:
-        for v in ns.variant_list:
-            spec = {"engine_kwargs": variant_kwargs(v, ns, ngram), "prompts": prompts, "schema": schema,
-                    "max_tokens": ns.max_tokens, "concurrency": ns.concurrency_list, "warmup": ns.warmup,
-                    "n": ns.requests}
-            sp, op = Path(tmp) / f"{v}.spec.json", Path(tmp) / f"{v}.out.json"
-            sp.write_text(json.dumps(spec))
-            print(f"--- {v}: {json.dumps({k: x for k, x in spec['engine_kwargs'].items() if k not in ('model', 'tokenizer')})}",
-                  flush=True)
-            t0 = time.perf_counter()
-            try:
-                proc = subprocess.run([sys.executable, __file__, "--_worker", str(sp), str(op)],
-                                      timeout=ns.variant_timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-                res = json.loads(op.read_text()) if op.is_file() else {
-                    "ok": False, "error": f"worker exited {proc.returncode} without a result"}
-            except subprocess.TimeoutExpired:
-                res = {"ok": False, "error": f"timed out after {ns.variant_timeout_s} s"}
-            res["wall_s"] = time.perf_counter() - t0
-            res["engine_kwargs"] = {k: x for k, x in spec["engine_kwargs"].items() if k not in ("model", "tokenizer")}
-            results[v] = res
-            print(f"    {'ok' if res['ok'] else 'FAILED: ' + res['error'][:300]} ({res['wall_s']:.0f} s)", flush=True)
-
+        if "latency" in ns.experiment_list:
+            for v in ns.variant_list:
+                spec = {"engine_kwargs": variant_kwargs(v, ns, ngram), "prompts": prompts, "schema": schema,
+                        "max_tokens": ns.max_tokens, "concurrency": ns.concurrency_list, "warmup": ns.warmup,
+                        "n": ns.requests}
+                results[v] = run_worker(v, spec, ns, Path(tmp))
+        for name, spec in experiment_specs(ns, schema, sigs):
+            extra[name] = run_worker(name, spec, ns, Path(tmp))
     meta = {"gpu": gpu, "tp": ns.tp, "vllm": vllm.__version__, "model": str(ns.model),
             "eagle3_draft": str(ns.eagle3_draft) if ns.eagle3_draft else None, "schema_source": schema_src,
             "requests": ns.requests, "concurrency": ns.concurrency_list, "max_tokens": ns.max_tokens,
             "shared_tokens": ns.shared_tokens, "unique_tokens": ns.unique_tokens, "ngram_method": ngram}
-    report(results, meta, ns.out)
-    return 0 if any(r.get("ok") for r in results.values()) else 4
+    report(results, meta, ns.out, extra)
+    return 0 if any(r.get("ok") for r in [*results.values(), *extra.values()]) else 4
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ def to_chat_request(model_id: str, call: ModelCall) -> Any:
         "stream": True,
         "stream_options": {"include_usage": True},  # a final usage chunk: token counts for the LLM span
     }
+    if call.priority:
+        body["priority"] = call.priority
     if call.seed is not None:
         body["seed"] = call.seed
     if call.stop:

@@ -107,7 +107,7 @@ class Orchestrator:
             user = ("Observations:\n" + "\n".join(lines) if lines else "No new observations.") + "\nDecide."
             steps.append((user, ""))
             call = ModelCall(messages=step_messages(w1_messages, w1_raw, steps), max_tokens=self.s.orchestrator_max_tokens,
-                             temperature=0.0, seed=self.s.seed,
+                             temperature=0.0, seed=self.s.seed, priority=self.s.later_call_priority,
                              structured_output=StructuredOutput(kind="json", spec=decision_schema(offer)))
             raw = await self._complete(call)
             steps[-1] = (user, raw.strip())

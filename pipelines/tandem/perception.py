@@ -80,7 +80,8 @@ class Perception:
         g = grammar(list(labels), labels, tools, narration_max_chars=self.s.narration_max_chars,
                     narration_required=True, opened=True)
         call = ModelCall(messages=messages, max_tokens=self.s.perception_max_tokens, temperature=0.0,
-                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g), prefix=OPEN)
+                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g), prefix=OPEN,
+                         priority=self.s.first_call_priority)
         return call, labels
 
     def _on_sub_intent(self, ev: SubIntentParsed, t0: float) -> None:

@@ -33,5 +33,10 @@ class TandemSettings(BaseModel):
     tool_timeout_s: float = Field(10.0, gt=0)
     max_text_chars: int = Field(4000, ge=1)
     turn_deadline_s: float = Field(60.0, gt=0)
+    first_call_priority: int = Field(
+        -1, description="Engine priority of W1, the call that produces the turn's first visible token "
+        "(lower runs earlier; needs scheduling_policy 'priority' on the engine).")
+    later_call_priority: int = Field(
+        0, description="Engine priority of the orchestrator steps (generator and slot calls keep 0).")
     w2: bool = Field(True, description="Slot extraction + Ψ paragraph plan.")
     w3: bool = Field(True, description="Cross-turn guidance with the session-seeded scheduler.")
