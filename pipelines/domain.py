@@ -132,6 +132,10 @@ class Domain(Protocol):
         """The intents the text's explicit cues allow (``None``: any)."""
         ...
 
+    def sub_intent_prior(self, text: str, intent: str) -> list[str] | None:
+        """The sub-intents of ``intent`` the text's cues allow (``None``: any)."""
+        ...
+
     def extract_candidates(self, text: str) -> dict[str, list[str]]:
         """Deterministic extractors over one redacted user text: kind → values."""
         ...

@@ -36,7 +36,9 @@ _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e
 
 ID_PATTERNS: dict[str, re.Pattern[str]] = {
     "order": re.compile(r"#\s*W\s*\d{3,}\b|\bW\d{3,}\b", re.IGNORECASE),
-    "card": re.compile(r"\bcard\s*\.\s*[a-z_]+\b", re.IGNORECASE),
+    # card.<snake_case>: written whole, or spaced out when the name is snake_case ("card . cancel_order");
+    # a sentence that ends in "card." is not an id ("your gift card. Please confirm")
+    "card": re.compile(r"\bcard\.[a-z_]+\b|\bcard\s*\.\s*[a-z]+_[a-z_]+\b", re.IGNORECASE),
     "article": re.compile(r"\bKB\s*-\s*(?:POL|HOW)\s*-\s*\d+\b", re.IGNORECASE),
     "payment": re.compile(r"\b(?:credit_card|gift_card|paypal)_\d+\b", re.IGNORECASE),
     "user": re.compile(r"\b(?!(?:credit_card|gift_card)_)[a-z]+_[a-z]+_\d{3,}\b", re.IGNORECASE),

@@ -71,6 +71,10 @@ class Perception:
         labels = {i: list(s) for i, s in self.domain.labels.items()}
         if prior:
             labels = {i: labels[i] for i in prior if i in labels}
+        for intent, subs in labels.items():
+            allowed = self.domain.sub_intent_prior(user_text, intent)
+            if allowed:
+                labels[intent] = [s for s in subs if s in allowed] or subs
         self.out.allowed_intents = sorted(labels)
         return labels
 

@@ -53,8 +53,7 @@ class CoachToolsServer:
         return self.local.set_state(session_id, values)
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        obs = await self.local.call(name, args, session.session_id)
-        return ToolCallResult(observation=obs, reason=obs.error_code)
+        return await self.local.call(name, args, session)
 
     async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
         return None  # the coach has no write tools

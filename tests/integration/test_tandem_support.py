@@ -21,8 +21,10 @@ SESSION = "readme-alex"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     # A generous deadline: a shared 2-core CI box can decode at a few tokens per second.
-    for running in start_app(tmp_path_factory.mktemp("tandem-support"),
-                             {"pipeline": {"kind": "tandem", "turn_deadline_s": 300}}):
+    # Its own world: the default one lives in the user's cache and keeps what other runs changed.
+    tmp = tmp_path_factory.mktemp("tandem-support")
+    for running in start_app(tmp, {"pipeline": {"kind": "tandem", "turn_deadline_s": 300},
+                                   "domain": {"name": "support", "seed": 7, "world_path": str(tmp / "world.db")}}):
         running.turn("warm-up", "hello there")  # compiles the W1 grammar and the decision schemas once
         yield running
 

@@ -101,3 +101,20 @@ def test_phi_fills_lookup_arguments_from_the_snapshot():
     out = phi_lookup(TABLES.phi, "greeting", "hello", Snapshot.of({"email": "[EMAIL_2]"}))
     assert out.tools[0].args == {"email": "[EMAIL_2]"} and out.then == "respond"
     assert phi_lookup(TABLES.phi, "human", "agent", Snapshot.of({})).kind == "miss_unmapped"
+
+
+@pytest.mark.parametrize("text, intent, allowed", [
+    ("Hi! What can you help me with?", "greeting", ["hello"]),  # no cue: the default alone
+    ("hello there", "greeting", ["hello"]),
+    ("Thanks a lot", "greeting", ["thanks"]),
+    ("thank you, bye", "greeting", ["thanks", "bye"]),
+    ("Goodbye!", "greeting", ["bye"]),
+    ("that's all, see you", "greeting", ["bye"]),
+    ("Thanks, [NAME_1]", "greeting", ["thanks"]),
+    ("byebye", "greeting", ["hello"]),  # just outside: no word boundary
+    ("Please cancel order #W1000001", "cancel", None),  # an intent without cued sub-intents: any
+])
+def test_sub_intent_prior(text, intent, allowed):
+    from pipelines.domains.support.labels import sub_intent_prior
+
+    assert sub_intent_prior(text, intent) == allowed

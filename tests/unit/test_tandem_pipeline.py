@@ -228,3 +228,13 @@ def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
     lookup = next(e for e in events if e["kind"] == "tandem.phi")
     lookup["snapshot"] = {}
     assert any("phi cancel/order" in m for m in replay_turn(events, phi).mismatches)
+
+
+def test_a_greeting_without_a_goodbye_cannot_decode_bye():
+    h = TandemHarness()
+    h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello", "Happy to help.")])
+    g = h.calls("orchestrator")[0].structured_output.spec
+    assert '"hello"' in g and '"bye"' not in g and '"thanks"' not in g
+    h.turn("Thanks, bye!", orch=[w1("greeting", "bye", "Take care.")])
+    g = h.calls("orchestrator")[1].structured_output.spec
+    assert '"bye"' in g and '"thanks"' in g and '"hello"' not in g

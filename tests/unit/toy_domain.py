@@ -103,6 +103,7 @@ class DomainPack:
     def read_tools(self, facts): return ["get_forecast"]
     def cards_for(self, intent, sub_intent, facts): return list(self.cards) if intent == "alert" else []
     def intent_prior(self, text): return None
+    def sub_intent_prior(self, text, intent): return None
     def extract_candidates(self, text):
         return {"city": [c for c in CITIES if re.search(rf"\b{c}\b", text, re.I)]}
     def fixed_candidates(self): return {}

@@ -117,6 +117,9 @@ class DomainPack:
     def intent_prior(self, text: str) -> list[str] | None:
         return None
 
+    def sub_intent_prior(self, text: str, intent: str) -> list[str] | None:
+        return None
+
     def extract_candidates(self, text: str) -> dict[str, list[str]]:
         return {"species": _names_in(text, self.species), "skill": _names_in(text, self.skills)}
 

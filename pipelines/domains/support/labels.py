@@ -23,7 +23,9 @@ __all__ = [
     "BRANCH_OF_INTENT",
     "TRANSFER_REASONS",
     "INTENT_CUES",
+    "SUB_INTENT_CUES",
     "intent_prior",
+    "sub_intent_prior",
     "cards_for",
 ]
 
@@ -111,6 +113,31 @@ def intent_prior(text: str) -> list[str] | None:
     if not hits:
         return None
     return [i for i in W1_LABELS if i in hits]
+
+
+# Within an intent, sub-intents that need their own cue; none firing leaves the default (first).
+SUB_INTENT_CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "greeting": (
+        ("thanks", re.compile(r"\b(thanks?|thank you|thx|appreciate)\b", re.I)),
+        ("bye", re.compile(r"\b(bye|goodbye|see you|that'?s all|that is all)\b", re.I)),
+    ),
+}
+
+
+def sub_intent_prior(text: str, intent: str) -> list[str] | None:
+    """The sub-intents of ``intent`` the text's cues allow, in label order; ``None``: any.
+
+    For an intent with cued sub-intents, only those whose cue fires are allowed, and the
+    intent's first (default) sub-intent when none fires: "Hi! What can you help me with?"
+    can never decode a goodbye.
+    """
+    cues = SUB_INTENT_CUES.get(intent)
+    if not cues:
+        return None
+    text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
+    hits = {sub for sub, rx in cues if rx.search(text)}
+    default = W1_LABELS[intent][0]
+    return [s for s in W1_LABELS[intent] if s in hits] or [default]
 
 
 def cards_for(intent: str, sub_intent: str) -> tuple[str, ...]:

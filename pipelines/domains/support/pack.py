@@ -43,6 +43,7 @@ from .labels import (
     W1_LABELS,
     cards_for,
     intent_prior,
+    sub_intent_prior,
 )
 from .observations import state_from_observation, summarize_result
 from .policy import policy_lines
@@ -198,6 +199,9 @@ class SupportPack:
 
     def intent_prior(self, text: str) -> list[str] | None:
         return intent_prior(text)
+
+    def sub_intent_prior(self, text: str, intent: str) -> list[str] | None:
+        return sub_intent_prior(text, intent)
 
     def extract_candidates(self, text: str) -> dict[str, list[str]]:
         return extract_user_candidates(text)
