@@ -11,7 +11,7 @@ must still be served at the end (HTTP and gRPC).
 engine): start it under the team lock.
 
     python scripts/fuzz_api.py --http 8000 --grpc 2500                  # ≥ 10,000 requests
-    flock /tmp/tandem-heavy.lock timeout 1500 python scripts/fuzz_api.py --real --http 300 --grpc 100
+    python scripts/fuzz_api.py --real --http 300 --grpc 100
 
 Prints totals and writes JSON (``--out``, default ``results/fuzz_api.json``).
 """

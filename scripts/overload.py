@@ -16,7 +16,7 @@ Starts the app from a Serve file (default ``configs/embedded.yaml``; ``--pipelin
 Loopback only; every phase is bounded in time and in count (``--max-requests``).
 Prints a table and writes JSON (``--out``, default ``results/overload.json``).
 
-    flock /tmp/tandem-heavy.lock timeout 1500 python scripts/overload.py --pipeline prompting
+    python scripts/overload.py --pipeline prompting
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from pipelines import errors as E
-from pipelines.errors import TandemError, all_error_classes
+from pipelines.errors import TandemError, all_error_classes, error_class_for_code, retry_after_of
 
 EXPECTED_PARENT = {
     E.InvalidInput: TandemError,
@@ -177,3 +177,36 @@ def test_raised_errors_are_caught_by_their_family() -> None:
         raise E.IneligibleAction("no")
     # Overloaded is back-pressure, not an upstream failure.
     assert not issubclass(E.Overloaded, E.UpstreamError)
+
+
+# Retry hints and whole-turn refusals, written by hand from the classes' docstrings:
+# busy sessions, overload and store/model outages say "retry in 1 s"; input, auth, tenancy,
+# busy sessions and overload refuse the turn as a whole (nothing stored).
+EXPECTED_RETRY = {E.SessionBusy: 1.0, E.Overloaded: 1.0, E.RateLimited: 1.0, E.StoreUnavailable: 1.0,
+                  E.ModelUnavailable: 1.0}
+EXPECTED_REJECTS = {E.InvalidInput, E.ValidationFailed, E.PayloadTooLarge, E.InvalidSessionId,
+                    E.Unauthenticated, E.NotFound, E.SessionBusy, E.Overloaded, E.RateLimited}
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_retry_hint_and_rejection_per_class(cls: type[TandemError]) -> None:
+    err = cls("m")
+    assert err.retry_after_s == EXPECTED_RETRY.get(cls) and retry_after_of(err) == EXPECTED_RETRY.get(cls)
+    assert cls.rejects_turn is (cls in EXPECTED_REJECTS)
+
+
+def test_an_instance_may_carry_its_own_retry_hint() -> None:
+    assert E.RateLimited("slow down", retry_after_s=7.5).retry_after_s == 7.5
+    assert retry_after_of(E.RateLimited("slow down", retry_after_s=7.5)) == 7.5
+    assert E.ToolError("t", retry_after_s=2.0).retry_after_s == 2.0  # a class without a hint, given one
+    assert E.Overloaded("o").retry_after_s == 1.0  # not given: the class's own
+    assert retry_after_of(ValueError("foreign")) is None
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_every_code_maps_back_to_its_class(cls: type[TandemError]) -> None:
+    assert error_class_for_code(cls.code) is cls
+
+
+def test_an_unknown_code_is_the_root() -> None:
+    assert error_class_for_code("no_such_code") is TandemError
