@@ -106,5 +106,5 @@ class Counters(CounterFamilies):
         self._inc("w3", key)
 
     def write(self, outcome: str) -> None:
-        """One confirmed write: executed, replayed (recorded outcome returned) or refused."""
+        """One confirmed write: executed, replayed (recorded outcome returned), refused, or unknown (its reply lost twice)."""
         self._inc("writes", outcome)

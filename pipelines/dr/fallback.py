@@ -32,6 +32,7 @@ FALLBACK_TRIGGERS: dict[str, FallbackClass] = {
     "tool_error": "infra",
     "malformed_output": "infra",
     "invalid_tool_call": "infra",
+    "write_outcome_unknown": "infra",  # a confirmed write's reply was lost twice: it may have run
     "step_cap": "policy",
     "no_eligible_action": "policy",
     "ambiguous_state": "policy",

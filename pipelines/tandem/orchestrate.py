@@ -40,6 +40,9 @@ from .tools import ToolCaller
 
 __all__ = ["Stop", "Orchestrator", "pending_key"]
 
+# Failures of the hop, not of the backend: a confirmed write that met one may have run.
+_LOST = frozenset({"tool_timeout", "tool_error"})
+
 
 class Stop(Exception):
     """Ends the decision with a fallback."""
@@ -229,8 +232,18 @@ class Orchestrator:
             self._block(0, "pending_drift", detail)
             self.counters.write("refused")
             raise Stop(fallback("inconsistent_observation", f"pending card changed: {detail}"))
-        record = await self.caller.call(pending["tool"], args, step=0, confirmed=True,
-                                        idempotency_key=pending_key(self.facts.session_id, pending))
+        key = pending_key(self.facts.session_id, pending)
+        record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key)
+        if not record.ok and record.reason in _LOST:
+            # The write may or may not have run: asking again under the same key returns the
+            # recorded outcome (or runs it once if it never ran), never a second execution.
+            self.emit("tandem.write_retry", card_id=pending["card_id"], trigger=record.reason)
+            record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key)
+            if not record.ok and record.reason in _LOST:
+                # Still unknown: the card stays pending, so the next "yes" asks the ledger again.
+                self.facts.state = {**self.facts.state, "pending": pending}
+                self.counters.write("unknown")
+                raise Stop(fallback("write_outcome_unknown", f"{pending['tool']}: {record.reason}"))
         if not record.ok:
             self.counters.write("refused")
             self.counters.blocked("ineligible_action")

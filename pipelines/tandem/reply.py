@@ -116,6 +116,8 @@ def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, out
     if path == "clarify":
         return [contract.clarify_question or texts.question("details")]
     if path == "fallback":
+        if contract.fallback is not None and contract.fallback.trigger == "write_outcome_unknown":
+            return [t.get("write_unknown") or texts.fallback]  # never deny a write that may have run
         return [texts.fallback]
     plan = [p.get("kind") for p in ((contract.c2 or {}).get("plan") or [])]
     out: list[str] = []

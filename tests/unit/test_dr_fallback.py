@@ -52,7 +52,8 @@ def fb_of(h: Harness) -> dict:
 
 def test_trigger_table_classes() -> None:
     infra = {t for t, c in FALLBACK_TRIGGERS.items() if c == "infra"}
-    assert infra == {"model_timeout", "model_error", "tool_timeout", "tool_error", "malformed_output", "invalid_tool_call"}
+    assert infra == {"model_timeout", "model_error", "tool_timeout", "tool_error", "malformed_output", "invalid_tool_call",
+                     "write_outcome_unknown"}
     with pytest.raises(KeyError):
         fallback("unknown")
 

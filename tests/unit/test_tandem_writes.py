@@ -3,8 +3,6 @@ through the backend's grounding check (with the session's user texts), and the c
 
 from __future__ import annotations
 
-import pytest
-
 from pipelines.domains.support import build_support_domain, generate_world
 from pipelines.dr.ports import LocalToolRunner
 from pipelines.guardrails import canary_token
@@ -98,10 +96,28 @@ def test_a_lost_tandem_write_reply_never_doubles_the_write() -> None:
     assert len(runner.ledger.entries) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="the tandem turn treats a timed-out confirmed write as refused; it should ask "
-                   "again under the same key (pipelines/tandem/orchestrate.py execute_pending), as the DR turn does")
 def test_a_lost_tandem_write_reply_tells_the_truth() -> None:
     runner = LocalToolRunner(build_support_domain(), generate_world(7))
     h = _at_the_card(Transport(runner, lose=1))
     h.turn("yes", orch=YES)
     assert h.meta["executed"] == "card.cancel_order"
+    assert runner.world.orders[OID].status == "cancelled"
+    assert [n for n, _ in runner.calls].count("cancel_pending_order") == 1  # the retry read the ledger
+    assert len(runner.ledger.entries) == 1
+    assert [f["trigger"] for k, f in h.sink.events if k == "tandem.write_retry"] == ["tool_timeout"]
+
+
+def test_a_write_whose_reply_is_lost_twice_is_never_denied_and_the_next_yes_reports_it() -> None:
+    runner = LocalToolRunner(build_support_domain(), generate_world(7))
+    h = _at_the_card(Transport(runner, lose=2))
+    r = h.turn("yes", orch=YES)
+    assert r.status == "fallback" and h.meta["executed"] is None
+    assert h.meta["state"]["pending"]["card_id"] == "card.cancel_order"  # kept: the next yes asks again
+    assert "couldn't confirm whether that change went through" in r.reply
+    assert "can't complete" not in r.reply
+    assert runner.world.orders[OID].status == "cancelled"  # it did run, once
+    r = h.turn("yes", orch=YES)
+    assert h.meta["executed"] == "card.cancel_order" and h.meta["state"]["pending"] is None
+    assert r.reply.startswith("Done.")
+    assert [n for n, _ in runner.calls].count("cancel_pending_order") == 1
+    assert len(runner.ledger.entries) == 1

@@ -80,6 +80,8 @@ SUPPORT_TEXTS = DomainTexts(
         "greeting/bye": "Thanks for reaching out. Have a great day!",
         "action_card": "I can {phrase}. Please reply yes to confirm, or no to keep it as it is.",
         "executed": "Done.",
+        "write_unknown": ("I couldn't confirm whether that change went through. Please reply yes again and "
+                          "I'll check; it will never be made twice."),
         "executed_account": "Done. Your profile is updated.",
         "verified": "Thanks, I found your account. How can I help you today?",
         "card:card.cancel_order": "cancel order {order_id}",
