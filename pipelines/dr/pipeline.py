@@ -233,13 +233,22 @@ class DRPipeline:
             emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
             if outcome.fallback is None:
                 outcome.fallback = fb
-            if first:
-                gate.add_trusted(s.fallback_reply)
-                yield ReplyDelta(text=s.fallback_reply)
-                first = False
         if first:
-            gate.add_trusted(s.fallback_reply)
-            yield ReplyDelta(text=s.fallback_reply)
+            text = self._conservative_text(outcome)
+            gate.add_trusted(text)
+            yield ReplyDelta(text=vault.restore(text))
+
+    def _conservative_text(self, outcome: Outcome) -> str:
+        """The fixed reply when the generator gives none: never a denial of a write that ran."""
+        if outcome.executed is None:
+            return self.settings.fallback_reply
+        a, t = outcome.executed, self.domain.texts.templates
+        done = t.get("executed" if a.params.get("order_id") else "executed_account") or "Done."
+        try:
+            phrase = t.get(f"card:{a.card_id}", "").format(**a.params)
+        except (KeyError, IndexError):
+            phrase = ""
+        return f"{done} I have carried out your request to {phrase or a.title.lower()}."
 
     def _finish(self, ctx: TurnContext, forward: Any, gate: SentenceGate, outcome: Outcome, facts: Any,
                 vault: Vault, card_sent: str | None, rules_version: str, emit: Any) -> None:
