@@ -36,10 +36,39 @@ __all__ = [
     "PerceptionEvent",
     "PerceptionResult",
     "PerceptionParser",
+    "W1Tags",
+    "LONG_TAGS",
+    "SHORT_TAGS",
     "parse_perception",
 ]
 
 SECTIONS: tuple[str, ...] = ("INTENT", "SUB_INTENT", "NARRATION", "PLAN")
+
+
+class W1Tags(BaseModel):
+    """The tag names the stream spells its sections with (section -> tag).
+
+    Every tag is text the engine decodes one token at a time before the narration can
+    start: ``</INTENT><SUB_INTENT>`` and ``</SUB_INTENT><NARRATION>`` are 21 of SmolLM2's
+    tokens, ``</I><S>`` and ``</S><N>`` are 10.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    INTENT: str = "INTENT"
+    SUB_INTENT: str = "SUB_INTENT"
+    NARRATION: str = "NARRATION"
+    PLAN: str = "PLAN"
+
+    def open(self, section: str) -> str:
+        return f"<{getattr(self, section)}>"
+
+    def close(self, section: str) -> str:
+        return f"</{getattr(self, section)}>"
+
+
+LONG_TAGS = W1Tags()
+SHORT_TAGS = W1Tags(INTENT="I", SUB_INTENT="S", NARRATION="N", PLAN="P")
 _LIMITS = {"INTENT": 64, "SUB_INTENT": 64, "PLAN": 8000}
 _WS = " \t\r\n"
 
@@ -123,10 +152,12 @@ class PerceptionParser:
         *,
         labels: Mapping[str, Collection[str]] | None = None,
         tools: Collection[str] | None = None,
+        tags: W1Tags = LONG_TAGS,
     ) -> None:
         """``labels`` (intent → sub-intents) and ``tools`` restrict what is accepted when given."""
         self._labels = labels
         self._tools = tools
+        self._tags = tags
         self._buf = ""
         self._consumed = 0  # stream offset of self._buf[0]
         self._section = 0  # index into SECTIONS
@@ -172,7 +203,7 @@ class PerceptionParser:
             self._take(skip)
             if not self._buf:
                 return False
-            tag = f"<{name}>"
+            tag = self._tags.open(name)
             if self._buf.startswith(tag):
                 self._take(len(tag))
                 self._inside = True
@@ -180,7 +211,7 @@ class PerceptionParser:
             if tag.startswith(self._buf):
                 return False
             raise _bad(f"expected {tag}", offset=self._consumed, text=self._buf[:40])
-        close = f"</{name}>"
+        close = self._tags.close(name)
         at = self._buf.find(close)
         if name == "NARRATION":
             if at < 0:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 
 from pipelines.errors import ConfigError
+from pipelines.sgc.w1 import LONG_TAGS, W1Tags
 
 __all__ = ["grammar", "NARRATION_MAX_CHARS", "MAX_PLAN_CALLS", "MAX_ARGS"]
 
@@ -68,6 +69,7 @@ def grammar(
     narration_max_chars: int = NARRATION_MAX_CHARS,
     narration_required: bool = False,
     opened: bool = False,
+    tags: W1Tags = LONG_TAGS,
 ) -> str:
     """The Lark grammar of the 4-in-1 stream for these labels and tools.
 
@@ -80,26 +82,29 @@ def grammar(
     # Opened (the tandem turn): the sections are adjacent, no whitespace to decode between them.
     sep = "" if opened else "ws "
     lines = ["start: head narration ws plan ws" if opened else "start: ws head ws narration ws plan ws"]
-    open_tag = "" if opened else '"<INTENT>" '
+    o, c = tags.open, tags.close
+    open_tag = "" if opened else f"{_lit(o('INTENT'))} "
+    head_tail = f'{_lit(c("INTENT"))} {sep}{_lit(o("SUB_INTENT"))} '
     if isinstance(sub_intents, Mapping):
         heads = []
         for i, intent in enumerate(intent_list):
             subs = _check_labels(f"sub-intent of {intent!r}", sub_intents.get(intent, ()))
             lines.append(
-                f'head_{i}: {open_tag}{_lit(intent)} "</INTENT>" {sep}"<SUB_INTENT>" sub_{i} "</SUB_INTENT>"'
+                f'head_{i}: {open_tag}{_lit(intent)} {head_tail}sub_{i} {_lit(c("SUB_INTENT"))}'
             )
             lines.append(f"sub_{i}: {_alts(subs)}")
             heads.append(f"head_{i}")
         lines.append(f"head: {' | '.join(heads)}")
     else:
         subs = _check_labels("sub-intent", sub_intents)
-        lines.append(f'head: {open_tag}intent "</INTENT>" {sep}"<SUB_INTENT>" sub_intent "</SUB_INTENT>"')
+        lines.append(f'head: {open_tag}intent {head_tail}sub_intent {_lit(c("SUB_INTENT"))}')
         lines.append(f"intent: {_alts(intent_list)}")
         lines.append(f"sub_intent: {_alts(subs)}")
     lines += [
-        f'narration: "<NARRATION>" NARRATION_TEXT{"" if narration_required else "?"} "</NARRATION>"',
+        f'narration: {_lit(o("NARRATION"))} NARRATION_TEXT{"" if narration_required else "?"} '
+        f'{_lit(c("NARRATION"))}',
         f"NARRATION_TEXT: /[^<]{{1,{int(narration_max_chars)}}}/",
-        'plan: "<PLAN>" ws "[" ws calls? ws "]" ws "</PLAN>"',
+        f'plan: {_lit(o("PLAN"))} ws "[" ws calls? ws "]" ws {_lit(c("PLAN"))}',
         'calls: call | call ws "," ws call | call ws "," ws call ws "," ws call',
         'call: "{" ws "\\"tool\\"" ws ":" ws tool_name ws "," ws "\\"args\\"" ws ":" ws args ws "}"',
         f"tool_name: {' | '.join(_lit(_lit(t)) for t in tool_list)}",

@@ -38,7 +38,6 @@ from .tools import ToolCaller
 __all__ = ["W1Outcome", "Perception", "FALLBACK_INTENT"]
 
 FALLBACK_INTENT = ("other", "unknown")
-OPEN = "<INTENT>"  # the stream's fixed opening: given as the reply's prefix, never decoded
 
 
 @dataclass
@@ -66,6 +65,11 @@ class Perception:
         self.counters, self.emit, self.on_c1, self.clock = counters, emit, on_c1, clock
         self.out = W1Outcome()
 
+    @property
+    def opening(self) -> str:
+        """The stream's fixed opening tag: given as the reply's prefix, never decoded."""
+        return self.s.tags.open("INTENT")
+
     def _labels(self, user_text: str) -> dict[str, list[str]]:
         prior = self.domain.intent_prior(user_text)
         labels = {i: list(s) for i, s in self.domain.labels.items()}
@@ -82,9 +86,10 @@ class Perception:
         labels = self._labels(user_text)
         tools = sorted(n for n in self.domain.registry.names())
         g = grammar(list(labels), labels, tools, narration_max_chars=self.s.narration_max_chars,
-                    narration_required=True, opened=True)
+                    narration_required=True, opened=True, tags=self.s.tags)
         call = ModelCall(messages=messages, max_tokens=self.s.perception_max_tokens, temperature=0.0,
-                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g), prefix=OPEN,
+                         seed=self.s.seed, structured_output=StructuredOutput(kind="grammar", spec=g),
+                         prefix=self.opening,
                          priority=self.s.first_call_priority)
         return call, labels
 
@@ -127,10 +132,10 @@ class Perception:
     async def stream(self, messages: list[ChatMessage], user_text: str) -> AsyncIterator[NarrationDelta]:
         """Run the W1 call; yield guarded narration; dispatch Φ's tools when the labels close."""
         call, labels = self.call(messages, user_text)
-        parser = PerceptionParser(labels=labels)
-        parser.feed(OPEN)
+        parser = PerceptionParser(labels=labels, tags=self.s.tags)
+        parser.feed(self.opening)
         splitter = SentenceSplitter()
-        raw: list[str] = [OPEN]
+        raw: list[str] = [self.opening]
         t0 = self.clock()
         stream = self.models.stream("orchestrator", call)
         try:
@@ -157,8 +162,9 @@ class Perception:
             self.gate.add_trusted(self.domain.texts.safe_ack)
             yield self._emit(self.domain.texts.safe_ack)
         text = "".join(raw)
-        cut = text.find("</NARRATION>")
-        self.out.raw = text[: cut + len("</NARRATION>")] if cut >= 0 else text
+        close = self.s.tags.close("NARRATION")
+        cut = text.find(close)
+        self.out.raw = text[: cut + len(close)] if cut >= 0 else text
         self.emit("tandem.w1", intent=self.out.intent, sub_intent=self.out.sub_intent, error=self.out.error,
                   allowed=self.out.allowed_intents, narration=self.out.narration,
                   ms=round((self.clock() - t0) * 1000, 3))

@@ -78,7 +78,7 @@ class TandemPipeline:
         self.counters = counters or Counters()
         self.clock = clock
         self.history_turns = self.settings.max_history_turns
-        self.head = orchestrator_head(domain)
+        self.head = orchestrator_head(domain, self.settings.tags)
         self._tables: Any = None
 
     async def _w1_tables(self) -> Any:
@@ -224,7 +224,7 @@ class TandemPipeline:
                 elif then and then.startswith("clarify:"):
                     outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
                 else:
-                    outcome = await orch.run(w1_messages, w1.out.raw or "<INTENT>other</INTENT>", intent,
+                    outcome = await orch.run(w1_messages, w1.out.raw or s.tags.open("INTENT") + "other" + s.tags.close("INTENT"), intent,
                                              sub_intent, propose=then == "propose")
             ctx.stage_ms["orchestrate"] = (self.clock() - t2) * 1000
         except Stop as stop:

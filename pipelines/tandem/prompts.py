@@ -26,9 +26,11 @@ from typing import Any
 
 from pipelines.guardrails import canary_token
 from pipelines.protocols import ChatMessage
+from pipelines.sgc.w1 import SHORT_TAGS, W1Tags
 
 __all__ = [
     "orchestrator_head",
+    "w1_format",
     "history_messages",
     "perception_messages",
     "step_messages",
@@ -37,11 +39,15 @@ __all__ = [
     "slot_messages",
 ]
 
-W1_FORMAT = (
-    "When the user writes, first answer in this form: <INTENT>intent</INTENT><SUB_INTENT>sub-intent</SUB_INTENT>"
-    "<NARRATION>Let me look into that for you.</NARRATION><PLAN>[]</PLAN> "
-    "The narration is one short sentence about what you will check: no ids, names, amounts or dates."
-)
+def w1_format(tags: W1Tags = SHORT_TAGS) -> str:
+    """How the W1 stream is written, in the tags the turn decodes."""
+    o, c = tags.open, tags.close
+    return (f"When the user writes, first answer in this form: {o('INTENT')}intent{c('INTENT')}"
+            f"{o('SUB_INTENT')}sub-intent{c('SUB_INTENT')}{o('NARRATION')}Let me look into that for you."
+            f"{c('NARRATION')}{o('PLAN')}[]{c('PLAN')} "
+            "The narration is one short sentence about what you will check: no ids, names, amounts or dates.")
+
+
 DECIDE_FORMAT = (
     'When asked to decide, answer one JSON object: a read tool {"decision": "<tool>", "args": {...}}; '
     '{"decision": "respond"} when the facts answer the request; {"decision": "clarify", "about": "<what is '
@@ -54,7 +60,7 @@ def _signature(name: str, schema: Mapping[str, Any]) -> str:
     return f"{name}({', '.join(schema.get('properties', {}))})"
 
 
-def orchestrator_head(domain: Any) -> str:
+def orchestrator_head(domain: Any, tags: W1Tags = SHORT_TAGS) -> str:
     """The fixed system message of the orchestrator role for ``domain`` (same bytes every turn)."""
     reg = domain.registry
     labels = "; ".join(f"{i}: {', '.join(subs)}" for i, subs in domain.labels.items())
@@ -67,7 +73,7 @@ def orchestrator_head(domain: Any) -> str:
     parts = [domain.orchestrator_policy, f"Intents: {labels}", "Tools:", *tools]
     if cards:
         parts += ["Action cards:", *cards]
-    parts += [W1_FORMAT, DECIDE_FORMAT, _canary()]
+    parts += [w1_format(tags), DECIDE_FORMAT, _canary()]
     return "\n".join(parts)
 
 

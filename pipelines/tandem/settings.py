@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.sgc.w1 import LONG_TAGS, SHORT_TAGS, W1Tags
+
 __all__ = ["TandemSettings"]
 
 
@@ -19,6 +21,9 @@ class TandemSettings(BaseModel):
     orchestrator_max_tokens: int = Field(160, ge=16, le=2048)
     perception_max_tokens: int = Field(96, ge=16, le=1024, description="Labels + narration of the W1 stream.")
     narration_max_chars: int = Field(120, ge=20, le=400)
+    w1_tags: Literal["short", "long"] = Field(
+        "short", description="Section tags of the W1 stream: 'short' (<I>…</I><S>…</S><N>…) puts the narration "
+        "10 decoded tokens after the intent instead of 21 ('long': <INTENT>…<NARRATION>, the sgc rungs' format).")
     narration_hold_words: int = Field(3, ge=0, le=20, description="Narration is released this many words behind "
                                       "the model, so a violation spanning that many words never gets out.")
     slot_max_tokens: int = Field(64, ge=16, le=512)
@@ -40,3 +45,9 @@ class TandemSettings(BaseModel):
         0, description="Engine priority of the orchestrator steps (generator and slot calls keep 0).")
     w2: bool = Field(True, description="Slot extraction + Ψ paragraph plan.")
     w3: bool = Field(True, description="Cross-turn guidance with the session-seeded scheduler.")
+
+    @property
+    def tags(self) -> W1Tags:
+        """The W1 stream's tag set."""
+        return SHORT_TAGS if self.w1_tags == "short" else LONG_TAGS
+

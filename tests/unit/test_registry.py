@@ -15,6 +15,7 @@ from pipelines.sgc_turn.ports import LocalRuleKernels
 from pipelines.turn import TurnRunner
 
 from .dr_doubles import ListSink, MemStore, ScriptModels
+from .tandem_doubles import w1
 
 SETTINGS = TypeAdapter(PipelineSettings)
 
@@ -90,7 +91,7 @@ def _toy_turns(toy, script: list[tuple[str, list[str]]]):
 
 
 def _w1(i, s, n="One moment."):
-    return f"<INTENT>{i}</INTENT><SUB_INTENT>{s}</SUB_INTENT><NARRATION>{n}</NARRATION><PLAN>[]</PLAN>"
+    return w1(i, s, n)
 
 
 def test_a_third_domain_runs_the_tandem_turn_through_the_registries_alone(toy):
