@@ -15,12 +15,12 @@ from pathlib import Path
 
 __all__ = ["FLOORS", "package_coverage", "main"]
 
-# package prefix -> minimum line coverage in percent. pipelines/ was measured at 97-100 % per
-# module before the tandem turn landed; the floor leaves room until it is measured again.
-# serve/ gets its floor once its unit tests (fake handles) are in: target 80 %.
+# package prefix -> minimum line coverage in percent, from tests/unit alone. Measured on main
+# with the tandem turn, the edges and serve's fake-handle unit tests in: pipelines/ 96.3 %,
+# serve/ 84.1 %; the floors leave a little room for noise-free refactors and only move up.
 FLOORS: dict[str, float] = {
-    "pipelines/": 90.0,
-    "serve/": 0.0,
+    "pipelines/": 94.0,
+    "serve/": 80.0,
 }
 
 
