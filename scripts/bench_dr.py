@@ -95,7 +95,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from serve.eval.runner import descendants, shm_held_by, shm_names  # noqa: E402
+from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local  # noqa: E402
 from serve.eval.scoring import analyse, score  # noqa: E402
 from serve.eval.suites import FLOWS, tau2_cases  # noqa: E402
 
@@ -179,25 +179,9 @@ class Bench:
         """Shut down; remove the shm files our process tree held. Returns how many were removed."""
         if not self._started:
             return 0
-        import ray
-        from ray import serve
-
         self._held |= shm_held_by(descendants(os.getpid()))
         self.shm_seen = len(self._held)
-        try:
-            serve.shutdown()
-        except Exception as exc:  # teardown must go on
-            print(f"serve.shutdown: {exc}", file=sys.stderr)
-        ray.shutdown()
-        time.sleep(1.5)
-        removed = 0
-        for name in (self._held & shm_names()) - self._shm_before:
-            try:
-                os.unlink(os.path.join("/dev/shm", name))
-                removed += 1
-            except OSError:
-                pass
-        return removed
+        return shutdown_local(self._held, self._shm_before)
 
     def snapshot_shm(self) -> None:
         self._held |= shm_held_by(descendants(os.getpid()))

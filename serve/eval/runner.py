@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["TurnResult", "run_turn", "EventLog", "session_turns", "app_overrides", "LocalApps",
-           "shm_names", "descendants", "shm_held_by"]
+           "shm_names", "descendants", "shm_held_by", "shutdown_local"]
 
 REPO = Path(__file__).resolve().parents[2]
 _SHM_PREFIXES = ("psm_", "sem.mp-")
@@ -220,6 +220,28 @@ def shm_held_by(pids: set[int]) -> set[str]:
     return {h for h in held if h.startswith(_SHM_PREFIXES)}
 
 
+def shutdown_local(held: set[str], before: set[str]) -> int:
+    """Shut this process's Serve and Ray down, then remove the shm files its tree held
+    (``held``) that were not there before it started (``before``). Returns how many."""
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    except Exception as exc:  # teardown must go on
+        print(f"serve.shutdown: {exc}", file=sys.stderr)
+    ray.shutdown()
+    time.sleep(1.5)
+    removed = 0
+    for name in (held & shm_names()) - before:
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 @dataclass
 class LocalApps:
     """One local Ray for the whole run; one app at a time (see module docstring)."""
@@ -290,22 +312,7 @@ class LocalApps:
         """Shut Serve and Ray down; remove the shm files our tree held. Returns how many were removed."""
         if not self.started:
             return 0
-        import ray
-        from ray import serve
-
         self.snapshot_shm()
-        try:
-            serve.shutdown()
-        except Exception as exc:  # teardown must go on
-            print(f"serve.shutdown: {exc}", file=sys.stderr)
-        ray.shutdown()
-        time.sleep(1.5)
-        removed = 0
-        for name in (self.held & shm_names()) - self.shm_before:
-            try:
-                os.unlink(os.path.join("/dev/shm", name))
-                removed += 1
-            except OSError:
-                pass
+        removed = shutdown_local(self.held, self.shm_before)
         self.started = False
         return removed
