@@ -31,7 +31,7 @@ PROMPTS = [
 def app(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("dr-real")
     overrides = {
-        "pipeline": {"kind": "dr", "max_steps": 3, "max_reply_tokens": 48},
+        "pipeline": {"kind": "dr", "max_steps": 3, "max_reply_tokens": 48, "turn_deadline_s": 300},  # shared box
         "domain": {"name": "support", "seed": 7, "world_path": str(tmp / "world.db")},
     }
     yield from start_app(tmp, overrides)
