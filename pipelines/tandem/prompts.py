@@ -26,7 +26,7 @@ from typing import Any
 
 from pipelines.guardrails import canary_token
 from pipelines.protocols import ChatMessage
-from pipelines.sgc.w1 import SHORT_TAGS, W1Tags
+from pipelines.sgc.w1 import LONG_TAGS, W1Tags
 
 __all__ = [
     "orchestrator_head",
@@ -39,7 +39,7 @@ __all__ = [
     "slot_messages",
 ]
 
-def w1_format(tags: W1Tags = SHORT_TAGS) -> str:
+def w1_format(tags: W1Tags = LONG_TAGS) -> str:
     """How the W1 stream is written, in the tags the turn decodes."""
     o, c = tags.open, tags.close
     return (f"When the user writes, first answer in this form: {o('INTENT')}intent{c('INTENT')}"
@@ -60,7 +60,7 @@ def _signature(name: str, schema: Mapping[str, Any]) -> str:
     return f"{name}({', '.join(schema.get('properties', {}))})"
 
 
-def orchestrator_head(domain: Any, tags: W1Tags = SHORT_TAGS) -> str:
+def orchestrator_head(domain: Any, tags: W1Tags = LONG_TAGS) -> str:
     """The fixed system message of the orchestrator role for ``domain`` (same bytes every turn)."""
     reg = domain.registry
     labels = "; ".join(f"{i}: {', '.join(subs)}" for i, subs in domain.labels.items())

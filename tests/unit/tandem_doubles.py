@@ -16,7 +16,7 @@ from pipelines.domains import load_domain, rule_tables_holder
 from pipelines.dr.ports import LocalToolRunner
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
-from pipelines.sgc.w1 import SHORT_TAGS, W1Tags
+from pipelines.sgc.w1 import LONG_TAGS, W1Tags
 from pipelines.sgc_turn.ports import LocalRuleKernels
 from pipelines.tandem.pipeline import TandemPipeline
 from pipelines.tandem.settings import TandemSettings
@@ -27,7 +27,7 @@ from .dr_doubles import ListSink, MemStore, ScriptModels, TurnResult, j
 __all__ = ["TandemHarness", "w1", "j"]
 
 
-def w1(intent: str, sub_intent: str, narration: str = "Let me look into that.", tags: W1Tags = SHORT_TAGS) -> str:
+def w1(intent: str, sub_intent: str, narration: str = "Let me look into that.", tags: W1Tags = LONG_TAGS) -> str:
     """One W1 stream as the grammar allows it (the tandem default's tags)."""
     o, c = tags.open, tags.close
     return (f"{o('INTENT')}{intent}{c('INTENT')}{o('SUB_INTENT')}{sub_intent}{c('SUB_INTENT')}"

@@ -43,15 +43,16 @@ def test_the_parser_dispatches_at_the_short_sub_intent_close():
         PerceptionParser(labels=LABELS, tags=SHORT_TAGS).feed(LONG)
 
 
-def test_the_tandem_turn_decodes_short_tags_by_default_and_long_on_request():
+def test_the_tandem_turn_decodes_long_tags_by_default_and_short_on_request():
     h = TandemHarness()
     h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello", "Happy to help.")])
     call = h.calls("orchestrator")[0]
+    assert call.prefix == "<INTENT>" and '"</SUB_INTENT>"' in call.structured_output.spec
+    assert "<INTENT>intent</INTENT><SUB_INTENT>sub-intent</SUB_INTENT><NARRATION>" in call.messages[0].content
+
+    h = TandemHarness(settings=TandemSettings(w1_tags="short"))
+    r = h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello", "Happy to help.", tags=SHORT_TAGS)])
+    call = h.calls("orchestrator")[0]
     assert call.prefix == "<I>" and '"</S>"' in call.structured_output.spec
     assert "<I>intent</I><S>sub-intent</S><N>" in call.messages[0].content
-
-    h = TandemHarness(settings=TandemSettings(w1_tags="long"))
-    r = h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello", "Happy to help.", tags=LONG_TAGS)])
-    call = h.calls("orchestrator")[0]
-    assert call.prefix == "<INTENT>" and '"</SUB_INTENT>"' in call.structured_output.spec
     assert r.status == "ok" and [e.type for e in r.events][0] == "narration.delta"
