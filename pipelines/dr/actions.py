@@ -34,6 +34,11 @@ __all__ = ["Stop", "ActionHandler", "LoopHost", "UNGROUNDED_QUESTION"]
 UNGROUNDED_QUESTION = "Could you type the exact details you want me to use for this change?"
 
 
+def _rolled_back(stop: Stop) -> bool:
+    """The tools said the write was not recorded and nothing changed (a failed commit): not unknown."""
+    cause = stop.__cause__
+    return isinstance(cause, ToolError) and (getattr(cause, "details", None) or {}).get("reason") == "commit_failed"
+
 
 class Stop(Exception):
     """Ends the orchestration with a fallback (raised inside, caught by :meth:`Orchestrator.run`)."""
@@ -109,9 +114,13 @@ class ActionHandler:
             try:
                 result, record = await self.o.run_tool(inp, emit, 0, pending.tool, pending.args, confirmed=True,
                                                        idempotency_key=key)
-            except Stop:
+            except Stop as again:
                 inp.facts.pending_action = pending  # a later "yes" asks the ledger again under the same key
-                raise
+                if again.fallback.trigger not in ("tool_timeout", "tool_error") or _rolled_back(again):
+                    raise
+                # Lost twice: the write may have run, so the user is never told that it failed.
+                raise Stop(fallback("write_outcome_unknown",
+                                    f"{pending.tool}: {again.fallback.detail or again.fallback.trigger}")) from None
         observations.append(record)
         if not record.ok:
             self.o.counters.blocked("ineligible_action")

@@ -241,6 +241,8 @@ class DRPipeline:
     def _conservative_text(self, outcome: Outcome) -> str:
         """The fixed reply when the generator gives none: never a denial of a write that ran."""
         if outcome.executed is None:
+            if outcome.fallback is not None and outcome.fallback.trigger == "write_outcome_unknown":
+                return self.domain.texts.templates.get("write_unknown") or self.settings.fallback_reply
             return self.settings.fallback_reply
         a, t = outcome.executed, self.domain.texts.templates
         done = t.get("executed" if a.params.get("order_id") else "executed_account") or "Done."

@@ -55,6 +55,10 @@ PATH_INSTRUCTIONS: dict[str, str] = {
         "Say briefly that you cannot complete this right now. Share only facts listed below. "
         "Offer to help with something else."
     ),
+    "write_unknown": (
+        "Say that you could not confirm whether the change below went through, and that replying yes again "
+        "checks it without making the change twice. Do not say that it failed."
+    ),
 }
 
 
@@ -131,6 +135,8 @@ def generator_messages(c: ForwardContract, *, max_sentences: int = 3,
                        persona: str = "You write the reply of a support assistant.") -> list[ChatMessage]:
     """The generator's messages: rules, the path's instruction, the rendered contract."""
     key = "answer_executed" if c.selected_path == "answer" and c.write_executed() else c.selected_path
+    if c.selected_path == "fallback" and c.fallback is not None and c.fallback.trigger == "write_outcome_unknown":
+        key = "write_unknown"  # the write may have run: never an instruction to say it failed
     instruction = PATH_INSTRUCTIONS.get(key, PATH_INSTRUCTIONS["answer"])
     system = (
         f"{persona} Use only the facts, ids and amounts below; "

@@ -141,20 +141,44 @@ def test_when_both_asks_time_out_the_card_stays_and_a_later_yes_reads_the_ledger
     h, runner, hop = session_at_the_card(store, transport={"lose": 2})
     r = h.turn("yes", gen=[SORRY])
     audit(store, runner, executed=True)  # the write ran once, and is recorded
-    assert r.status == "fallback" and meta(h)["fallback"]["trigger"] == "tool_timeout"
+    assert r.status == "fallback" and meta(h)["fallback"] == {
+        "trigger": "write_outcome_unknown", "cls": "infra", "detail": "cancel_pending_order: cancel_pending_order"}
     assert meta(h)["executed"] is None and meta(h)["facts"]["pending_action"]["card_id"] == "card.cancel_order"
     r = h.turn("yes", gen=[DONE])
     audit(store, runner, executed=True)  # still once
     assert meta(h)["executed"] == "card.cancel_order" and r.reply == DONE
 
 
-@pytest.mark.xfail(strict=True, reason="the DR fallback wording says the change could not be made; a write whose "
-                   "outcome is unknown needs its own wording (new pipeline)")
 def test_when_both_asks_time_out_the_reply_does_not_deny_the_write(store: SQLiteWorldStore) -> None:
     h, _, _ = session_at_the_card(store, transport={"lose": 2})
-    h.turn("yes", gen=[SORRY])
+    h.turn("yes", gen=["I couldn't confirm it."])
     system = [c for role, c in h.models.calls if role == "generator"][-1].messages[0].content
-    assert PATH_INSTRUCTIONS["fallback"] not in system  # the generator is told the change failed
+    assert PATH_INSTRUCTIONS["fallback"] not in system  # never told the change failed
+    assert PATH_INSTRUCTIONS["write_unknown"] in system
+
+
+def test_when_both_asks_time_out_and_the_generator_fails_the_template_does_not_deny_the_write(
+        store: SQLiteWorldStore) -> None:
+    h, runner, _ = session_at_the_card(store, transport={"lose": 2})
+    r = h.turn("yes", gen=[ModelUnavailable("generator overloaded")])
+    audit(store, runner, executed=True)
+    unknown = build_support_domain().texts.templates["write_unknown"]
+    assert r.reply == unknown and r.status == "fallback"
+    assert meta(h)["fallback"]["trigger"] == "write_outcome_unknown"  # the first cause, not the generator's
+
+
+def test_an_unreachable_tools_deployment_twice_is_an_unknown_outcome_and_the_card_stays(
+        store: SQLiteWorldStore) -> None:
+    # a transport failure may come after the write ran: the same wording as a lost reply
+    h, runner, _ = session_at_the_card(store, transport={"fail": 2})
+    h.turn("yes", gen=["I couldn't confirm it."])
+    assert meta(h)["fallback"] == {"trigger": "write_outcome_unknown", "cls": "infra",
+                                   "detail": "cancel_pending_order: cancel_pending_order: tool_error"}
+    assert meta(h)["facts"]["pending_action"]["card_id"] == "card.cancel_order"
+    audit(store, runner, executed=False)
+    r = h.turn("yes", gen=[DONE])
+    assert r.reply == DONE and meta(h)["executed"] == "card.cancel_order"
+    audit(store, runner, executed=True)
 
 
 # ---- 2. world-store commit failure ----------------------------------------------------------------
