@@ -3,7 +3,9 @@
 ::
 
     loop (≤ max_steps)   offer (decide.build_offer) → one structured-output call → parse → re-check
-        read tool        arguments grounded (backend re-check) → tool port → observation folded
+        read tool        arguments grounded (backend re-check) → tool port → observation folded;
+                         the same read with the same arguments again this turn (Φ's included)
+                         ends the gathering: path answer, from what was observed
         respond          path answer                      clarify(about)  the domain's question
         select           null: choose among the user's orders; an id: answer about it
         action           intent gate, grounded parameters, verified user, not ambiguous, the
@@ -124,12 +126,23 @@ class Orchestrator:
             if self.counters is not None and step == 1:
                 self.counters.dispatch("orchestrator")
             if d["decision"] in offer.tools:
+                if self._repeats(d["decision"], d["args"]):
+                    # The same read with the same arguments adds nothing: gathering is over, answer
+                    # from what was observed (never a step spent, or a step cap reached, on a repeat).
+                    self.emit("tandem.repeat_read", step=step, tool=d["decision"],
+                              args=self.vault.redact_obj(dict(d["args"])))
+                    return Outcome(path="answer", steps=step)
                 await self._tool(step, d["decision"], d["args"])
                 continue
             out = await self._terminal(step, d, offer, intent, sub_intent)
             out.steps = step
             return out
         raise Stop(fallback("step_cap", f"{self.s.max_steps} steps"))
+
+    def _repeats(self, name: str, args: dict[str, Any]) -> bool:
+        """This turn already ran ``name`` with these arguments (Φ's dispatch included)."""
+        red = self.vault.redact_obj(dict(args))
+        return any(r.tool == name and r.args == red for r in self.caller.records)
 
     async def _tool(self, step: int, name: str, args: dict[str, Any]) -> None:
         bad = ungrounded(args, self.domain.arg_kinds(name), self.facts.candidates,

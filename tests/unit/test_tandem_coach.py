@@ -49,3 +49,43 @@ def test_coach_tool_arguments_are_enums_of_the_session_state_and_the_users_words
     branches = {b["properties"]["decision"]["const"]: b["properties"] for b in step.structured_output.spec["anyOf"]}
     assert branches["species_info"]["args"]["properties"]["species"]["enum"][0] == species
     assert branches["get_inventory"]["args"]["properties"]["user_id"] == {"enum": ["u001"]}
+
+
+def _tool_events(h: TandemHarness, kind: str) -> list[dict]:
+    return [f for k, f in h.sink.events if k == kind]
+
+
+def test_asking_again_for_a_read_phi_already_ran_answers_from_it_instead_of_spending_steps():
+    h = TandemHarness("coach", user_id="u001")
+    r = h.turn("Can you teach me about type matchups?",
+               orch=[w1("teaching", "type_matchups"), j(decision="get_inventory", args={"user_id": "u001"})],
+               gen=["Type matchups decide most battles."], slots=["{}"])
+    assert r.status == "ok" and h.meta["path"] == "answer" and h.meta["fallback"] is None
+    assert [c[0] for c in h.coach.calls] == ["get_inventory"]  # Φ's call, not run a second time
+    assert len(h.calls("orchestrator")) == 2  # W1 and one step: no step spent on the repeat
+    assert [(e["step"], e["tool"], e["args"]) for e in _tool_events(h, "tandem.repeat_read")] == [
+        (1, "get_inventory", {"user_id": "u001"})]
+    assert "w3" in h.store.turns["s1"][-1].meta
+
+
+def test_a_read_with_other_arguments_runs_and_only_its_exact_repeat_ends_the_gathering():
+    h = TandemHarness("coach", user_id="u001")
+    a, b = sorted(_owned(h))[:2]
+    info = [j(decision="species_info", args={"species": s}) for s in (a, b, b)]
+    h.turn(f"Can you teach me about type matchups of {a} and {b}?",
+           orch=[w1("teaching", "type_matchups"), *info], gen=["Here is what matters."], slots=["{}"])
+    assert [(c[0], c[1]) for c in h.coach.calls] == [
+        ("get_inventory", {"user_id": "u001"}), ("species_info", {"species": a}), ("species_info", {"species": b})]
+    assert h.meta["path"] == "answer" and h.meta["steps"] == 3 and h.meta["fallback"] is None
+    assert [e["step"] for e in _tool_events(h, "tandem.repeat_read")] == [3]
+
+
+def test_the_same_read_in_an_earlier_turn_is_not_a_repeat():
+    h = TandemHarness("coach", user_id="u001")
+    again = j(decision="get_lineups", args={"user_id": "u001"})
+    h.turn("Can you teach me about type matchups?", orch=[w1("teaching", "type_matchups"), again,
+                                                          j(decision="respond")], gen=["Sure."], slots=["{}"])
+    h.turn("And about lineups?", orch=[w1("teaching", "type_matchups"), again, j(decision="respond")],
+           gen=["Sure."], slots=["{}"])
+    assert [c[0] for c in h.coach.calls].count("get_lineups") == 2  # fresh data each turn
+    assert not _tool_events(h, "tandem.repeat_read")
