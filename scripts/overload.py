@@ -167,10 +167,6 @@ class Clients:
             return ("refused", None, name) if name in CLEAN_GRPC else ("other", None, f"grpc {name}")
         return ("completed", ans.turn_id, ans.status) if ans.status in ("ok", "fallback") else ("other", None, ans.status)
 
-    async def stored(self, sid: str) -> list[str]:
-        r = await self.http.get(f"/v1/sessions/{sid}")
-        return [t["turn_id"] for t in r.json()["turns"]] if r.status_code == 200 else []
-
     async def aclose(self) -> None:
         await self.http.aclose()
         await self.channel.close()
@@ -230,17 +226,22 @@ async def open_loop(clients: Clients, name: str, protocol: str, rate: float, dur
     return phase
 
 
-async def audit(clients: Clients, phase: Phase) -> None:
-    """Completed turns must be stored; refused ones must not be."""
-    sem = asyncio.Semaphore(16)
+def audit(store: Path, phase: Phase) -> None:
+    """Completed turns must be stored; refused ones must not be.
 
-    async def check(sid: str, kind: str, turn_id: str | None) -> None:
-        async with sem:
-            ids = await clients.stored(sid)
-        if (kind == "completed" and turn_id not in ids) or (kind.startswith("refused") and ids):
-            phase.lost_stored_turns += 1
+    Read from the app's SQLite file itself (read-only), not through the API: the audit must not
+    queue behind, or be refused by, the bounded ingress it is auditing.
+    """
+    import sqlite3
 
-    await asyncio.gather(*(check(*o) for o in phase.outcomes))
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
+    try:
+        for sid, kind, turn_id in phase.outcomes:
+            ids = {r[0] for r in conn.execute("SELECT turn_id FROM turns WHERE session_id = ?", (sid,))}
+            if (kind == "completed" and turn_id not in ids) or (kind.startswith("refused") and ids):
+                phase.lost_stored_turns += 1
+    finally:
+        conn.close()
 
 
 def finish(phase: Phase, capacity: float | None) -> None:
@@ -250,14 +251,15 @@ def finish(phase: Phase, capacity: float | None) -> None:
         phase.goodput_ratio = round(phase.goodput_rps / capacity, 3)
 
 
-async def drive(ns: argparse.Namespace, ep: dict[str, str], key: str, deadline_s: float) -> dict[str, Any]:
+async def drive(ns: argparse.Namespace, ep: dict[str, str], key: str, deadline_s: float,
+                store: Path) -> dict[str, Any]:
     clients = Clients(ep["http"], ep["grpc"], key, timeout_s=deadline_s + 15)
     try:
         for i in range(2):  # warm-up (not counted)
             await clients.turn("http", f"warm-{i}", TEXTS[i])
             await clients.turn("grpc", f"warm-g-{i}", TEXTS[i])
         cap = await closed_loop(clients, ns.users, ns.phase_s, deadline_s, ns.max_requests)
-        await audit(clients, cap)
+        audit(store, cap)
         finish(cap, None)
         capacity = max(cap.goodput_rps, 0.01)
         phases = [cap]
@@ -266,7 +268,7 @@ async def drive(ns: argparse.Namespace, ep: dict[str, str], key: str, deadline_s
                 await asyncio.sleep(ns.settle_s)  # let the previous phase drain
                 p = await open_loop(clients, f"x{level:g}-{protocol}", protocol, level * capacity, ns.phase_s,
                                     deadline_s, ns.max_requests)
-                await audit(clients, p)
+                audit(store, p)
                 finish(p, capacity)
                 phases.append(p)
         return {"capacity_rps": capacity, "phases": phases}
@@ -300,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         ep = start_app(str(cfg_path), num_cpus=ns.num_cpus)
         wait_ready(ep["http"], timeout_s=900)
         rss0 = tree_rss_mb()
-        result = asyncio.run(drive(ns, ep, key, deadline_s))
+        result = asyncio.run(drive(ns, ep, key, deadline_s, work / "sessions.db"))
         rss1 = tree_rss_mb()
     finally:
         try:
