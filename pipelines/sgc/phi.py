@@ -57,9 +57,11 @@ class PhiRow(TableConfig):
     tools: list[PhiTool] = Field(default_factory=list)
     requires_state: list[str] = Field(default_factory=list)
     then: str | None = Field(
-        None, pattern=r"^(respond|propose|clarify:[a-z_]+)$",
+        None, pattern=r"^(respond|propose|choose|clarify:[a-z_]+)$",
         description="The turn's decision when this row hits: respond / clarify:<kind> (no orchestrator "
-        "step), propose (the orchestrator may only fill the intent's card or clarify); None: orchestrate.",
+        "step), propose (the orchestrator may only fill the intent's card or clarify), choose (a change "
+        "that names no entity: with several of the user's own on record, ask which, else orchestrate); "
+        "None: orchestrate.",
     )
 
     def state_keys(self) -> list[str]:

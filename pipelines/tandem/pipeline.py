@@ -219,8 +219,11 @@ class TandemPipeline:
                 then = None if refill else then
             t2 = self.clock()
             with stage_span("orchestrate", turn_id=ctx.turn_id, role="orchestrator"):
+                options = orch.record_entities() if then == "choose" else []
                 if then == "respond":
                     outcome = Outcome(path="answer")
+                elif len(options) > 1:  # a change that names none of the user's several entities
+                    outcome = orch.choose(options)
                 elif then and then.startswith("clarify:"):
                     outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
                 else:

@@ -174,6 +174,8 @@ def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str
         terminal_by = "route"
     elif phi_terminal and not steps:
         terminal_by = "phi"
+    elif not steps and phis and phis[-1].get("then") == "choose" and m.get("path") == "clarify":
+        terminal_by = "phi"  # Φ's reads showed several candidate orders: the table asked which
     elif steps and steps[-1]["decision"] and decisions[-1] in TERMINAL_DECISIONS and len(steps) <= max_steps:
         terminal_by = "model"
     state = m.get("state") or {}

@@ -179,3 +179,18 @@ def test_no_write_fails_on_a_shown_card_or_a_changed_order():
     assert score(want, quiet, "Cancel order #W1000002 now.", "cancelled")[0] is False
     card = [{"type": "action_card", "card_id": "card.cancel_order", "params": {}}, done()]
     assert score(want, analyse_turn("prompting", card, [], None, 3), "", "delivered")[0] is False
+
+
+def test_phi_choose_that_asked_which_order_is_terminal_without_a_step():
+    q = {"type": "clarify", "question": "Which order do you mean: #W1, #W2?", "options": ["#W1", "#W2"]}
+    a = tandem([phi(["get_user_details"], then="choose"), tool("get_user_details", {"user_id": "u"})], [q],
+               {"path": "clarify"})
+    assert a["first_decision"]["decision"] == "get_user_details" and a["terminal_by"] == "phi"
+
+
+def test_phi_choose_left_to_the_orchestrator_is_terminal_only_by_its_steps():
+    a = tandem([phi(["get_user_details"], then="choose"), tool("get_user_details", {"user_id": "u"})], [],
+               {"path": "answer"})
+    assert not a["terminal"]  # no step logged and not a table clarify
+    b = tandem([phi(["get_user_details"], then="choose"), step(1, {"decision": "respond"})], [], {"path": "answer"})
+    assert b["terminal_by"] == "model"

@@ -86,7 +86,7 @@ TABLES = load_support_rule_tables()
 
 @pytest.mark.parametrize("state, tools, then", [
     ({"user_id": "u", "order_id": "#W1", "email": "[EMAIL_1]"}, ["get_order_details"], "propose"),
-    ({"user_id": "u", "email": "[EMAIL_1]"}, ["get_user_details"], None),
+    ({"user_id": "u", "email": "[EMAIL_1]"}, ["get_user_details"], "choose"),
     ({"email": "[EMAIL_1]", "first_name": "A", "last_name": "B", "zip": "12345"}, ["find_user_id_by_email"], None),
     ({"first_name": "A", "last_name": "B", "zip": "12345"}, ["find_user_id_by_name_zip"], None),
     ({"first_name": "A", "last_name": "B"}, [], "clarify:identity"),

@@ -238,3 +238,32 @@ def test_a_greeting_without_a_goodbye_cannot_decode_bye():
     h.turn("Thanks, bye!", orch=[w1("greeting", "bye", "Take care.")])
     g = h.calls("orchestrator")[1].structured_output.spec
     assert '"bye"' in g and '"thanks"' in g and '"hello"' not in g
+
+
+def test_a_change_that_names_no_order_asks_which_of_the_users_orders_without_a_model_step():
+    h = TandemHarness()
+    _verify(h)
+    r = h.turn("I want to return my order.", orch=[w1("return", "items", "Let me look at your orders.")])
+    assert h.meta["phi"]["then"] == "choose" and h.meta["path"] == "clarify"
+    q = r.of("clarify")[0]
+    assert q.question == "Which order do you mean: #W1000001, #W1000002, #W1000003?"
+    assert q.options == ["#W1000001", "#W1000002", "#W1000003"]
+    assert len(h.calls("orchestrator")) == 2  # the verify turn's W1 and this turn's: no decision step
+    assert not r.of("action_card")
+
+
+def test_a_change_that_names_no_order_with_one_order_on_record_is_left_to_the_orchestrator():
+    h = TandemHarness()
+    user = next(u for u in h.world.users.values() if len(u.orders) == 1)
+    h.turn(f"Hi, my email is {user.email}", orch=[w1("greeting", "hello")])
+    assert h.meta["state"]["authenticated_user_id"] == user.user_id
+    h.turn("I want to return my order.", orch=[w1("return", "items"), j(decision="respond")], gen=["Sure."])
+    assert h.meta["phi"]["then"] == "choose" and h.meta["path"] == "answer"
+    assert len(h.calls("orchestrator")) == 3  # two W1 calls and one decision step
+
+
+def test_a_change_that_names_its_order_is_proposed_not_chosen():
+    h = TandemHarness()
+    _verify(h)
+    h.turn("I want to return order #W1000002.", orch=[w1("return", "items"), j(decision="clarify", about="details")])
+    assert h.meta["phi"]["then"] == "propose"
