@@ -146,6 +146,15 @@ def _phi_decision(phi: Event, tools: Sequence[Event], question: str | None) -> d
     return None
 
 
+def _table_path(then: str | None) -> str | None:
+    """The path a Φ row's ``then`` ends the decision on, when no orchestrator step runs."""
+    if then == "respond":
+        return "answer"
+    if then == "choose" or (then or "").startswith("clarify:"):
+        return "clarify"
+    return None
+
+
 def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str, Any] | None,
                    max_steps: int, *, user_text_redacted: str = "") -> dict[str, Any]:
     """The facts of one ``tandem`` turn, from its SSE events, its tandem.* events and its stored meta."""
@@ -174,8 +183,8 @@ def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str
         terminal_by = "route"
     elif phi_terminal and not steps:
         terminal_by = "phi"
-    elif not steps and phis and phis[-1].get("then") == "choose" and m.get("path") == "clarify":
-        terminal_by = "phi"  # Φ's reads showed several candidate orders: the table asked which
+    elif not steps and phis and _table_path(phis[-1].get("then")) == m.get("path"):
+        terminal_by = "phi"  # Φ read first, then its row ended the decision (respond, clarify, choose)
     elif steps and steps[-1]["decision"] and decisions[-1] in TERMINAL_DECISIONS and len(steps) <= max_steps:
         terminal_by = "model"
     state = m.get("state") or {}

@@ -194,3 +194,11 @@ def test_phi_choose_left_to_the_orchestrator_is_terminal_only_by_its_steps():
     assert not a["terminal"]  # no step logged and not a table clarify
     b = tandem([phi(["get_user_details"], then="choose"), step(1, {"decision": "respond"})], [], {"path": "answer"})
     assert b["terminal_by"] == "model"
+
+
+def test_phi_reads_then_respond_is_terminal_by_the_table():
+    a = tandem([phi(["find_user_id_by_email"], then="respond"), tool("find_user_id_by_email", {"email": "[EMAIL_1]"})],
+               [], {"path": "answer"})
+    assert a["first_decision"]["decision"] == "find_user_id_by_email" and a["terminal_by"] == "phi"
+    b = tandem([phi(["find_user_id_by_email"], then="respond")], [], {"path": "fallback"})
+    assert not b["terminal"]  # the row said respond, the turn did not answer
