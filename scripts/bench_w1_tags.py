@@ -1,20 +1,28 @@
-"""W1's first narration token with short vs long section tags, side by side on one engine.
+"""W1's first narration token: long vs short section tags vs segmented decoding, side by side.
 
 The tandem turn's first visible token is the W1 narration, which the engine can only start
-after the intent, the sub-intent and the tags around them: every tag is grammar-forced text
-that is still decoded one token at a time. ``pipeline.w1_tags: short`` spells the sections
-``<I>…</I><S>…</S><N>…`` (10 tag tokens before the narration with SmolLM2's tokenizer) instead
-of ``<INTENT>…</INTENT><SUB_INTENT>…</SUB_INTENT><NARRATION>…`` (21).
+after the intent, the sub-intent and the tags around them: in one grammar-constrained stream
+every tag is forced text that is still decoded one token at a time. Three ways to spell it:
+
+* ``long``     — one stream, ``<INTENT>…</INTENT><SUB_INTENT>…</SUB_INTENT><NARRATION>…`` (21 of
+                 SmolLM2's tokens are tags before the narration); the tandem default;
+* ``short``    — one stream, ``<I>…</I><S>…</S><N>…`` (10 tag tokens; ``pipeline.w1_tags: short``);
+* ``segments`` — the long tags in three calls (``pipeline.w1_segments: true``): the intent label,
+                 the sub-intent label, then the narration, each continuing the text so far as the
+                 reply's prefix, so the tags ride in a prefill (a prefix-cache hit) and are never
+                 decoded.
 
 The bench starts the embedded app (real Ray Serve + vLLM on the CPU), builds the W1 call of
-each tau2 opening exactly as the tandem turn builds it (the support pack's head, labels,
-intent prior and grammar, the fixed opening as the reply's prefix, W1's engine priority) once
-per tag set, and streams both through the model deployment's handle, interleaved per opening
-(the order alternates). Per call, from the request: the Φ dispatch point (the sub-intent
-closed), the first narration character, the narration's close; and whether both tag sets
-chose the same (intent, sub-intent). Prints p50/p90 and the long/short ratios; writes JSON.
+each tau2 opening exactly as the tandem turn builds it (the support pack's head, labels, intent
+prior and grammar, the fixed opening as the reply's prefix, W1's engine priority) and runs it
+once per variant through the model deployment's handle, interleaved per opening (the order
+rotates). Per run, from the first request: the Φ dispatch point (the sub-intent closed), the
+first narration character, the narration's close; and whether the variants chose the same
+(intent, sub-intent) as ``long``. Prints p50/p90 and the per-opening ratios to ``long``;
+writes JSON.
 
     python scripts/bench_w1_tags.py --limit 20 --out results/bench_w1_tags.json
+    python scripts/bench_w1_tags.py --variants long,segments
 """
 
 from __future__ import annotations
@@ -48,32 +56,40 @@ def _p(xs: list[float | None]) -> dict[str, Any]:
     return {"p50": _pct(vals, 0.5), "p90": _pct(vals, 0.9), "n": len(vals)}
 
 
-def build_call(tags: str, text: str) -> tuple[Any, Any]:
-    """The W1 call of the tandem turn for ``text`` (a first turn) with this tag set."""
+VARIANTS = {"long": ("long", False), "short": ("short", False), "segments": ("long", True)}
+
+
+def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
+    """The W1 call of the tandem turn for ``text`` (a first turn) in this variant, and its stream."""
+    tags, segments = VARIANTS[variant]
     from pipelines.domains import load_domain
     from pipelines.tandem.perception import Perception
     from pipelines.tandem.prompts import orchestrator_head, perception_messages
     from pipelines.tandem.settings import TandemSettings
 
-    settings = TandemSettings(w1_tags=tags)
+    settings = TandemSettings(w1_tags=tags, w1_segments=segments)
     domain = load_domain("support")
-    p = Perception(domain, None, None, settings, snapshot={}, caller=None, gate=None, counters=None,  # type: ignore[arg-type]
+    p = Perception(domain, client, None, settings, snapshot={}, caller=None, gate=None, counters=None,  # type: ignore[arg-type]
                    emit=lambda *a, **k: None)
     messages = perception_messages(orchestrator_head(domain, settings.tags), [], text)
     call, labels = p.call(messages, text)
-    return call, (labels, settings.tags, p.opening)
+
+    def stream() -> Any:
+        return p._segments(call, labels) if segments else client.stream("orchestrator", call)
+
+    return call, (labels, settings.tags, p.opening, stream)
 
 
 async def one(client: Any, call: Any, meta: Any) -> dict[str, Any]:
     from pipelines.sgc.w1 import NarrationDelta, PerceptionParser, SubIntentParsed
 
-    labels, tags, opening = meta
+    labels, tags, opening, make_stream = meta
     parser = PerceptionParser(labels=labels, tags=tags)
     parser.feed(opening)
     out: dict[str, Any] = {"dispatch_ms": None, "first_narration_ms": None, "narration_closed_ms": None,
                            "intent": None, "sub_intent": None, "error": None}
     t0 = time.perf_counter()
-    stream = client.stream("orchestrator", call)
+    stream = make_stream()
     try:
         async for chunk in stream:
             now = (time.perf_counter() - t0) * 1000
@@ -97,8 +113,12 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=20, help="tau2 openings measured")
     ap.add_argument("--warmup", type=int, default=2, help="openings run first, not measured")
     ap.add_argument("--tau2-dir", default=None)
+    ap.add_argument("--variants", default="long,short,segments", help=f"comma-separated: {', '.join(VARIANTS)}")
     ap.add_argument("--out", default=str(REPO / "results" / "bench_w1_tags.json"))
     ns = ap.parse_args()
+    variants = [v for v in ns.variants.split(",") if v]
+    if "long" not in variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants must include long (the reference) and name only {', '.join(VARIANTS)}")
 
     import ray
     import yaml
@@ -132,15 +152,14 @@ def main() -> int:
 
         async def run() -> None:
             for i, text in enumerate(texts):
-                order = ("short", "long") if i % 2 == 0 else ("long", "short")
+                order = variants[i % len(variants):] + variants[:i % len(variants)]  # rotate who goes first
                 pair: dict[str, Any] = {"text": text, "warmup": i < ns.warmup}
-                for tags in order:
-                    call, meta = build_call(tags, text)
-                    pair[tags] = await one(client, call, meta)
+                for variant in order:
+                    call, meta = build_call(variant, text, client)
+                    pair[variant] = await one(client, call, meta)
                 rows.append(pair)
-                s, lg = pair["short"], pair["long"]
-                print(f"{i:2d} short {s['first_narration_ms']} ms  long {lg['first_narration_ms']} ms  "
-                      f"{s['intent']}/{s['sub_intent']} vs {lg['intent']}/{lg['sub_intent']}", flush=True)
+                print(f"{i:2d} " + "  ".join(f"{v} {pair[v]['first_narration_ms']} ms {pair[v]['intent']}/"
+                                             f"{pair[v]['sub_intent']}" for v in variants), flush=True)
 
         asyncio.run(run())
     finally:
@@ -148,19 +167,24 @@ def main() -> int:
         ray.shutdown()
     measured = [r for r in rows if not r["warmup"]]
     summary: dict[str, Any] = {}
-    for tags in ("short", "long"):
-        summary[tags] = {k: _p([r[tags][k] for r in measured])
-                         for k in ("dispatch_ms", "first_narration_ms", "narration_closed_ms")}
-        summary[tags]["errors"] = sum(1 for r in measured if r[tags]["error"])
+    for v in variants:
+        summary[v] = {k: _p([r[v][k] for r in measured]) for k in ("dispatch_ms", "first_narration_ms",
+                                                                     "narration_closed_ms")}
+        summary[v]["errors"] = sum(1 for r in measured if r[v]["error"])
     ratios = {}
-    for k in ("dispatch_ms", "first_narration_ms"):
-        pairs = [(r["long"][k], r["short"][k]) for r in measured if r["long"][k] and r["short"][k]]
-        ratios[f"long_over_short_{k}_p50"] = (round(statistics.median(a / b for a, b in pairs), 2)
-                                              if pairs else None)
-    same = sum(1 for r in measured if (r["short"]["intent"], r["short"]["sub_intent"])
-               == (r["long"]["intent"], r["long"]["sub_intent"]))
+    same = {}
+    for v in variants:
+        if v == "long":
+            continue
+        for k in ("dispatch_ms", "first_narration_ms"):
+            pairs = [(r["long"][k], r[v][k]) for r in measured if r["long"][k] and r[v][k]]
+            ratios[f"long_over_{v}_{k}_p50"] = (round(statistics.median(a / b for a, b in pairs), 2)
+                                                if pairs else None)
+        n = sum(1 for r in measured if (r[v]["intent"], r[v]["sub_intent"]) == (r["long"]["intent"],
+                                                                               r["long"]["sub_intent"]))
+        same[v] = f"{n}/{len(measured)}"
     result = {"openings": len(measured), "summary": summary, "ratios": ratios,
-              "same_labels": f"{same}/{len(measured)}", "loadavg_after": list(os.getloadavg()), "rows": rows}
+              "same_labels_as_long": same, "loadavg_after": list(os.getloadavg()), "rows": rows}
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

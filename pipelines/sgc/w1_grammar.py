@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pipelines.errors import ConfigError
 from pipelines.sgc.w1 import LONG_TAGS, W1Tags
 
-__all__ = ["grammar", "NARRATION_MAX_CHARS", "MAX_PLAN_CALLS", "MAX_ARGS"]
+__all__ = ["grammar", "label_grammar", "tail_grammar", "NARRATION_MAX_CHARS", "MAX_PLAN_CALLS", "MAX_ARGS"]
 
 NARRATION_MAX_CHARS = 200
 
@@ -61,6 +61,40 @@ def _check_labels(kind: str, values: Iterable[str]) -> list[str]:
     return out
 
 
+def label_grammar(kind: str, values: Iterable[str]) -> str:
+    """One section's label alone: the stream decoded in segments (the tags between them are given)."""
+    return f"start: {_alts(_check_labels(kind, values))}\n"
+
+
+def tail_grammar(
+    tools: Collection[str],
+    *,
+    narration_max_chars: int = NARRATION_MAX_CHARS,
+    narration_required: bool = True,
+    tags: W1Tags = LONG_TAGS,
+) -> str:
+    """What follows an opened ``<NARRATION>``: the narration, its close tag, the plan."""
+    return _tail_lines(_check_labels("tool", tools), narration_max_chars, narration_required, tags,
+                       start="start: narration_body ws plan ws", narration_open="")
+
+
+def _tail_lines(tool_list: list[str], narration_max_chars: int, narration_required: bool, tags: W1Tags, *,
+                start: str | None = None, narration_open: str | None = None) -> str:
+    o, c = tags.open, tags.close
+    rule = "narration_body" if start else "narration"
+    opening = _lit(o("NARRATION")) + " " if narration_open is None else narration_open
+    lines = [start] if start else []
+    lines += [
+        f'{rule}: {opening}NARRATION_TEXT{"" if narration_required else "?"} {_lit(c("NARRATION"))}',
+        f"NARRATION_TEXT: /[^<]{{1,{int(narration_max_chars)}}}/",
+        f'plan: {_lit(o("PLAN"))} ws "[" ws calls? ws "]" ws {_lit(c("PLAN"))}',
+        'calls: call | call ws "," ws call | call ws "," ws call ws "," ws call',
+        'call: "{" ws "\\"tool\\"" ws ":" ws tool_name ws "," ws "\\"args\\"" ws ":" ws args ws "}"',
+        f"tool_name: {' | '.join(_lit(_lit(t)) for t in tool_list)}",
+    ]
+    return "\n".join(lines) + "\n" + _JSON_RULES.lstrip("\n")
+
+
 def grammar(
     intents: Collection[str],
     sub_intents: Mapping[str, Collection[str]] | Collection[str],
@@ -100,13 +134,4 @@ def grammar(
         lines.append(f'head: {open_tag}intent {head_tail}sub_intent {_lit(c("SUB_INTENT"))}')
         lines.append(f"intent: {_alts(intent_list)}")
         lines.append(f"sub_intent: {_alts(subs)}")
-    lines += [
-        f'narration: {_lit(o("NARRATION"))} NARRATION_TEXT{"" if narration_required else "?"} '
-        f'{_lit(c("NARRATION"))}',
-        f"NARRATION_TEXT: /[^<]{{1,{int(narration_max_chars)}}}/",
-        f'plan: {_lit(o("PLAN"))} ws "[" ws calls? ws "]" ws {_lit(c("PLAN"))}',
-        'calls: call | call ws "," ws call | call ws "," ws call ws "," ws call',
-        'call: "{" ws "\\"tool\\"" ws ":" ws tool_name ws "," ws "\\"args\\"" ws ":" ws args ws "}"',
-        f"tool_name: {' | '.join(_lit(_lit(t)) for t in tool_list)}",
-    ]
-    return "\n".join(lines) + "\n" + _JSON_RULES.lstrip("\n")
+    return "\n".join(lines) + "\n" + _tail_lines(tool_list, narration_max_chars, narration_required, tags)

@@ -5,6 +5,10 @@
     grammar     the domain's labels (narrowed to the intent prior when a cue fired), a
                 non-empty narration; decoding stops once </NARRATION> closes (the
                 orchestrator, not a PLAN, decides the rest)
+    segments    (``w1_segments``) the same text from three calls: the intent label, the
+                sub-intent label (of that intent), then the narration and plan; each call
+                continues the text so far as the reply's prefix, so the tags between the
+                labels are given, never decoded (the parser sees one stream either way)
     narration   each sentence through the narration gate, released at once; a refused
                 sentence becomes the domain's safe acknowledgement — never silence
     Φ           at </SUB_INTENT>: (intent, sub_intent, snapshot) → the read tools, started
@@ -30,7 +34,7 @@ from pipelines.sgc.phi import PhiOutcome, PhiTable, phi_lookup
 from pipelines.sgc.snapshot import Snapshot
 from pipelines.sgc.w1 import NarrationDelta as ParsedNarration
 from pipelines.sgc.w1 import PerceptionParser, SubIntentParsed
-from pipelines.sgc.w1_grammar import grammar
+from pipelines.sgc.w1_grammar import grammar, label_grammar, tail_grammar
 
 from .settings import TandemSettings
 from .tools import ToolCaller
@@ -93,6 +97,36 @@ class Perception:
                          priority=self.s.first_call_priority)
         return call, labels
 
+    async def _label(self, call: ModelCall, prefix: str, kind: str, values: list[str]) -> str:
+        """One label decoded alone, continuing ``prefix``; must be one of ``values``."""
+        seg = call.model_copy(update={"prefix": prefix, "max_tokens": 24, "structured_output": StructuredOutput(
+            kind="grammar", spec=label_grammar(kind, values))})
+        text = "".join([d async for d in self.models.stream("orchestrator", seg)]).strip()
+        if text not in values:
+            raise InvalidModelOutput(f"W1 {kind} segment: {text[:40]!r} is not a label")
+        return text
+
+    async def _segments(self, call: ModelCall, labels: dict[str, list[str]]) -> AsyncIterator[str]:
+        """The W1 stream from three calls (see module docstring); yields text as one stream would."""
+        o, c = self.s.tags.open, self.s.tags.close
+        intent = await self._label(call, call.prefix or self.opening, "intent", sorted(labels))
+        text = (call.prefix or self.opening) + intent + c("INTENT") + o("SUB_INTENT")
+        yield intent + c("INTENT") + o("SUB_INTENT")
+        sub = await self._label(call, text, "sub-intent", sorted(labels[intent]))
+        forced = c("SUB_INTENT") + o("NARRATION")
+        text += sub + forced
+        yield sub + forced
+        tools = sorted(self.domain.registry.names())
+        tail = call.model_copy(update={"prefix": text, "structured_output": StructuredOutput(
+            kind="grammar", spec=tail_grammar(tools, narration_max_chars=self.s.narration_max_chars,
+                                              narration_required=True, tags=self.s.tags))})
+        stream = self.models.stream("orchestrator", tail)
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
     def _on_sub_intent(self, ev: SubIntentParsed, t0: float) -> None:
         self.out.intent, self.out.sub_intent = ev.intent, ev.sub_intent
         if self.on_c1 is not None:
@@ -137,7 +171,7 @@ class Perception:
         splitter = SentenceSplitter()
         raw: list[str] = [self.opening]
         t0 = self.clock()
-        stream = self.models.stream("orchestrator", call)
+        stream = self._segments(call, labels) if self.s.w1_segments else self.models.stream("orchestrator", call)
         try:
             async for chunk in stream:
                 raw.append(chunk)

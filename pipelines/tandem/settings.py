@@ -25,6 +25,10 @@ class TandemSettings(BaseModel):
         "long", description="Section tags of the W1 stream: 'long' (<INTENT>…<NARRATION>, the sgc rungs' format) "
         "or 'short' (<I>…</I><S>…</S><N>…: the narration 10 decoded tokens after the intent instead of 21, "
         "1.38x sooner on the support openings, but the 135M model's coach narration degrades with it).")
+    w1_segments: bool = Field(
+        False, description="Decode W1 in three calls — the intent label, the sub-intent label, the narration "
+        "and plan — each continuing the previous one's text, so the grammar-forced tags between the labels "
+        "ride in the reply's prefix (one prefill, a prefix-cache hit) instead of being decoded token by token.")
     narration_hold_words: int = Field(3, ge=0, le=20, description="Narration is released this many words behind "
                                       "the model, so a violation spanning that many words never gets out.")
     slot_max_tokens: int = Field(64, ge=16, le=512)
