@@ -118,6 +118,11 @@ class SentenceGate:
         return " ".join(self.released)
 
     @property
+    def last_blocked(self) -> list[str]:
+        """The violation kinds of the last release if it was withheld or replaced, else []."""
+        return list(self._decision[1]) if self._decision[0] == "block" else []
+
+    @property
     def model_released(self) -> int:
         """How many released sentences were the model's own (not safe wordings)."""
         return len(self.released) - self.replaced

@@ -62,7 +62,10 @@ __all__ = ["TandemPipeline", "META_KEY"]
 
 META_KEY = "tandem"
 _INTERNAL_TERMS = ("authenticated_user_id", "awaiting_confirmation", "action_executed", "selected_path",
-                   "task_state", "eligible_actions", "forward contract", "explicit yes")
+                   "task_state", "eligible_actions", "forward contract", "explicit yes",
+                   # the generator narrating its own prompt instead of answering: the reply speaks to
+                   # the user, never about "the user", "the task", "the contract" or "the facts"
+                   "the user", "the task", "the contract", "the facts")
 
 
 class TandemPipeline:
@@ -410,6 +413,11 @@ class TandemPipeline:
                     if out:
                         released += 1
                         yield out
+                    elif "contract_echo" in gate.last_blocked:
+                        # The generator is narrating its prompt: what follows is off the rails too
+                        # (nothing more of it is read; with nothing released the path's template answers).
+                        emit("tandem.generator_stopped", reason="contract_echo", released=released)
+                        return
                     if released >= s.max_sentences:
                         return
             for sentence in splitter.flush():

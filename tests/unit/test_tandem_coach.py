@@ -89,3 +89,32 @@ def test_the_same_read_in_an_earlier_turn_is_not_a_repeat():
            gen=["Sure."], slots=["{}"])
     assert [c[0] for c in h.coach.calls].count("get_lineups") == 2  # fresh data each turn
     assert not _tool_events(h, "tandem.repeat_read")
+
+
+def test_a_generator_narrating_its_prompt_is_cut_and_the_paths_template_answers():
+    h = TandemHarness("coach", user_id="u001")
+    r = h.turn("I face Rival Kai tonight. Who do I send out first?",
+               orch=[w1("recommend", "lineup_for_opponent"), j(decision="respond")],
+               gen=['The task is to answer the question "What can I eat for breakfast?" by providing an answer.'],
+               slots=["{}"])
+    assert "task" not in r.reply and "breakfast" not in r.reply and "providing an answer" not in r.reply
+    assert "Your best picks for this matchup are" in r.reply
+    assert [f["released"] for f in _tool_events(h, "tandem.generator_stopped")] == [0]
+
+
+def test_what_was_released_before_the_prompt_echo_stays_and_nothing_after_it():
+    h = TandemHarness("coach", user_id="u001")
+    r = h.turn("I face Rival Kai tonight. Who do I send out first?",
+               orch=[w1("recommend", "lineup_for_opponent"), j(decision="respond")],
+               gen=["Type advantage matters most. The user requests a plan. Bring your best team."], slots=["{}"])
+    assert r.reply == "Type advantage matters most."
+    assert h.counters.get("blocked", "contract_echo") == 1
+
+
+def test_a_repeated_sentence_is_withheld_but_the_reply_goes_on():
+    h = TandemHarness("coach", user_id="u001")
+    r = h.turn("I face Rival Kai tonight. Who do I send out first?",
+               orch=[w1("recommend", "lineup_for_opponent"), j(decision="respond")],
+               gen=["Type advantage matters most. Type advantage matters most. Stay focused."], slots=["{}"])
+    assert r.reply == "Type advantage matters most. Stay focused."
+    assert not _tool_events(h, "tandem.generator_stopped")

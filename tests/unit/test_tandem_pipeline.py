@@ -165,10 +165,11 @@ def test_narration_with_an_id_is_replaced_by_the_safe_acknowledgement():
 def test_generator_sentences_that_echo_the_contract_or_repeat_are_withheld():
     h = TandemHarness()
     _verify(h)
-    gen = "path: answer task: authenticated. Order #W1000001 is pending. Order #W1000001 is pending. Anything else?"
+    gen = "Order #W1000001 is pending. Order #W1000001 is pending. path: answer task: authenticated. Anything else?"
     r = h.turn("What is the status of order #W1000001?", orch=[w1("order_status", "status"), j(decision="respond")],
                gen=[gen])
-    assert "path:" not in r.reply and r.reply.count("is pending") == 1
+    # the repeat is withheld and the reply goes on; the echo is withheld and nothing after it is read
+    assert r.reply == "Order #W1000001 is pending."
     kinds = [k for ev in r.sink if ev[0] == "gate.block" for k in ev[1]["kinds"]]
     assert "contract_echo" in kinds and "repetition" in kinds
 
