@@ -10,13 +10,15 @@
     W1  (orchestrator role, streaming)
                       narration → narration gate → client at once; at </SUB_INTENT> Φ dispatches
                       the read tools with grounded arguments; the slot call (W2) starts beside it
-    decision          Φ's ``then`` (respond / clarify) or the bounded orchestrator over the grounded
-                      offer, starting with Φ's observations in its context
+    decision          Φ's ``then`` (respond / clarify; choose: several of the user's orders and none
+                      named → which one?) or the bounded orchestrator over the grounded offer,
+                      starting with Φ's observations in its context
     kernels           W2: the domain's conflicts → Ψ → paragraph plan (c2); W3: guidance pick with
                       the session seed and ``answer.meta`` write-back (c3)
     contract          one forward contract (c1, c2, c3), emitted as ``contract.forward``
     reply             templates for paths with nothing to word; otherwise the generator through
-                      the sentence gate (post-guard, echo/repetition), the template when nothing passes
+                      the sentence gate (post-guard, echo/repetition; an echo of its prompt ends
+                      the generation), the template when nothing passes
     closure           the delivered text is checked against the contract; violations counted (stay 0)
     writeback         ``meta["tandem"]`` (session facts, decision, Φ, steps), ``meta["w3"]``
 
