@@ -253,6 +253,14 @@ def test_a_change_that_names_no_order_asks_which_of_the_users_orders_without_a_m
     assert not r.of("action_card")
 
 
+def test_two_orders_on_record_are_already_a_choice():
+    h = TandemHarness()
+    user = next(u for u in h.world.users.values() if len(u.orders) == 2)
+    h.turn(f"Hi, my email is {user.email}", orch=[w1("greeting", "hello")])
+    r = h.turn("Please cancel my order.", orch=[w1("cancel", "order")])
+    assert h.meta["path"] == "clarify" and r.of("clarify")[0].options == list(user.orders)
+
+
 def test_a_change_that_names_no_order_with_one_order_on_record_is_left_to_the_orchestrator():
     h = TandemHarness()
     user = next(u for u in h.world.users.values() if len(u.orders) == 1)
