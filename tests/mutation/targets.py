@@ -6,8 +6,9 @@ mutated function, only the tests that executed that function in a clean run,
 so a profile's test list bounds the work rather than fixing it.
 
 ``full`` is the whole list of guarantee-carrying modules (run by ``make
-mutation``); ``kernels`` and ``guard`` are its two halves (the rule kernels,
-errors, eligibility and contract; the guardrails), for working on one;
+mutation``); ``kernels``, ``guard`` and ``grounding`` are its parts (the rule
+kernels, errors, eligibility and contract; the guardrails; the grounded
+arguments), for working on one;
 ``slice`` is the error table and the contract closure, small enough for
 ``make test``.
 """
@@ -73,12 +74,30 @@ _KERNEL_MODULES = (
     "pipelines/dr/contract.py",
 )
 _GUARD_MODULES = ("pipelines/guardrails/*",)
+# Grounded arguments: the enum constraint of tool and card arguments, and the backend's re-check.
+_GROUNDING_MODULES = (
+    "pipelines/grounding.py",
+    "pipelines/domains/support/grounded.py",
+    "pipelines/domains/support/candidates.py",
+)
+_GROUNDING_TESTS = (
+    "tests/unit/test_grounding.py",
+    "tests/unit/test_grounded.py",
+    "tests/unit/test_candidates_fixed.py",
+    "tests/unit/test_support_candidates.py",
+    "tests/unit/test_dr_poisoned_world.py",
+    "tests/unit/test_tandem_pipeline.py",
+    "tests/unit/test_tandem_writes.py",
+    "tests/unit/test_tandem_coach.py",
+    "tests/unit/test_write_ledger.py",
+    "tests/unit/test_dr_pipeline.py",
+)
 
 PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full",
-        modules=_KERNEL_MODULES + _GUARD_MODULES,
-        tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS + _GUARD_TESTS,
+        modules=_KERNEL_MODULES + _GUARD_MODULES + _GROUNDING_MODULES,
+        tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS + _GUARD_TESTS + _GROUNDING_TESTS,
     ),
     "kernels": Profile(
         name="kernels",
@@ -86,6 +105,7 @@ PROFILES: dict[str, Profile] = {
         tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS,
     ),
     "guard": Profile(name="guard", modules=_GUARD_MODULES, tests=_GUARD_TESTS + _CONTRACT_TESTS),
+    "grounding": Profile(name="grounding", modules=_GROUNDING_MODULES, tests=_GROUNDING_TESTS),
     "slice": Profile(
         name="slice",
         modules=("pipelines/errors.py", "pipelines/dr/contract.py"),
