@@ -20,7 +20,8 @@ from pipelines.domain import TurnFacts
 from pipelines.grounding import constrain_args
 from pipelines.schema_bounds import bound_schema
 
-__all__ = ["REASON_CODES", "Offer", "build_offer", "decision_schema", "parse_decision", "DecisionError"]
+__all__ = ["REASON_CODES", "Offer", "build_offer", "record_orders", "decision_schema", "parse_decision",
+           "DecisionError"]
 
 REASON_CODES: tuple[str, ...] = (
     "user_requested_human", "safety_sensitive", "out_of_scope", "policy_exception", "technical_issue",
@@ -62,6 +63,12 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
     return clean_schema(schema)
 
 
+def record_orders(facts: TurnFacts) -> list[str]:
+    """The orders observed in the verified user's own records, in the order seen (the selectable ones)."""
+    cands = facts.candidates
+    return [i for i in cands.of("order_id") if cands.source_of("order_id", i) == "record"]
+
+
 def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) -> Offer:
     """The tools, cards, clarify topics and selectable entities offered now."""
     offer = Offer()
@@ -87,7 +94,7 @@ def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) 
         offer.cards[card.id] = (card, bound_schema(schema))
     topics = [domain.clarify_key(k) for k in missing]
     offer.clarify = list(dict.fromkeys([t for t in topics if t] + ["details"]))
-    offer.select_ids = [i for i in cands.of("order_id") if cands.source_of("order_id", i) == "record"]
+    offer.select_ids = record_orders(facts)
     return offer
 
 

@@ -167,11 +167,6 @@ class Orchestrator:
             return await self.escalate(d["reason_code"])
         return await self.action(step, d["card_id"], d["params"], offer, intent, sub_intent)
 
-    def record_entities(self) -> list[str]:
-        """The entities (orders) observed in the verified user's own records, in the order seen."""
-        cands = self.facts.candidates
-        return [i for i in cands.of("order_id") if cands.source_of("order_id", i) == "record"]
-
     def choose(self, options: list[str]) -> Outcome:
         if len(options) < 2:
             return Outcome(path="clarify", clarify_question=self.domain.texts.question("order"))

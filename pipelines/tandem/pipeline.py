@@ -53,6 +53,7 @@ from pipelines.spans import guard_span
 from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
+from .decide import record_orders
 from .orchestrate import Orchestrator, Stop
 from .perception import Perception
 from .prompts import generator_messages, orchestrator_head, perception_messages, slot_messages
@@ -224,7 +225,7 @@ class TandemPipeline:
                 then = None if refill else then
             t2 = self.clock()
             with stage_span("orchestrate", turn_id=ctx.turn_id, role="orchestrator"):
-                options = orch.record_entities() if then == "choose" else []
+                options = record_orders(facts) if then == "choose" else []
                 if then == "respond":
                     outcome = Outcome(path="answer")
                 elif len(options) > 1:  # a change that names none of the user's several entities
