@@ -10,7 +10,10 @@ every tag is forced text that is still decoded one token at a time. Three ways t
 * ``segments`` — the long tags in three calls (``pipeline.w1_segments: true``): the intent label,
                  the sub-intent label, then the narration, each continuing the text so far as the
                  reply's prefix, so the tags ride in a prefill (a prefix-cache hit) and are never
-                 decoded.
+                 decoded;
+* ``parallel`` — the labels in segments and, beside them, the narration in its own call
+                 (``pipeline.w1_parallel_narration: true``): the first narration token waits for one
+                 prefill, not for the labels.
 
 The bench starts the embedded app (real Ray Serve + vLLM on the CPU), builds the W1 call of
 each tau2 opening exactly as the tandem turn builds it (the support pack's head, labels, intent
@@ -22,7 +25,7 @@ first narration character, the narration's close; and whether the variants chose
 writes JSON.
 
     python scripts/bench_w1_tags.py --limit 20 --out results/bench_w1_tags.json
-    python scripts/bench_w1_tags.py --variants long,segments
+    python scripts/bench_w1_tags.py --variants long,segments,parallel
 """
 
 from __future__ import annotations
@@ -56,28 +59,60 @@ def _p(xs: list[float | None]) -> dict[str, Any]:
     return {"p50": _pct(vals, 0.5), "p90": _pct(vals, 0.9), "n": len(vals)}
 
 
-VARIANTS = {"long": ("long", False), "short": ("short", False), "segments": ("long", True)}
+VARIANTS = {"long": ("long", False, False), "short": ("short", False, False), "segments": ("long", True, False),
+            "parallel": ("long", True, True)}
 
 
 def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
     """The W1 call of the tandem turn for ``text`` (a first turn) in this variant, and its stream."""
-    tags, segments = VARIANTS[variant]
+    tags, segments, parallel = VARIANTS[variant]
     from pipelines.domains import load_domain
     from pipelines.tandem.perception import Perception
     from pipelines.tandem.prompts import orchestrator_head, perception_messages
     from pipelines.tandem.settings import TandemSettings
 
-    settings = TandemSettings(w1_tags=tags, w1_segments=segments)
+    settings = TandemSettings(w1_tags=tags, w1_segments=segments, w1_parallel_narration=parallel)
     domain = load_domain("support")
-    p = Perception(domain, client, None, settings, snapshot={}, caller=None, gate=None, counters=None,  # type: ignore[arg-type]
-                   emit=lambda *a, **k: None)
+
+    class Timed(Perception):
+        """The tandem W1 with Φ replaced by a note of when the labels closed."""
+
+        def _on_sub_intent(self, ev: Any, t0: float) -> None:
+            self.labels_at = (ev.intent, ev.sub_intent, round((time.perf_counter() - t0) * 1000, 1))
+
+    p = (Timed if parallel else Perception)(domain, client, None, settings, snapshot={}, caller=None,  # type: ignore[arg-type]
+                                            gate=None, counters=None, emit=lambda *a, **k: None)
     messages = perception_messages(orchestrator_head(domain, settings.tags), [], text)
     call, labels = p.call(messages, text)
 
     def stream() -> Any:
         return p._segments(call, labels) if segments else client.stream("orchestrator", call)
 
+    if parallel:
+        return call, (p, labels, text)
     return call, (labels, settings.tags, p.opening, stream)
+
+
+async def one_parallel(call: Any, meta: Any) -> dict[str, Any]:
+    """The ``parallel`` variant: the narration call and the label pair at once, as the tandem turn runs them."""
+    p, labels, text = meta
+    out: dict[str, Any] = {"dispatch_ms": None, "first_narration_ms": None, "narration_closed_ms": None,
+                           "intent": None, "sub_intent": None, "error": None}
+    t0 = time.perf_counter()
+    task = asyncio.create_task(p._label_pair(call, labels, t0))
+    out["narration"] = ""
+    try:
+        async for chunk in p._narration_alone(call, text):
+            out["narration"] += chunk
+            if chunk.strip() and out["first_narration_ms"] is None:
+                out["first_narration_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        out["narration_closed_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        await task
+        out["intent"], out["sub_intent"], out["dispatch_ms"] = p.labels_at
+    except Exception as exc:  # a bad stream is a result of the bench, not its end
+        task.cancel()
+        out["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    return out
 
 
 async def one(client: Any, call: Any, meta: Any) -> dict[str, Any]:
@@ -96,8 +131,10 @@ async def one(client: Any, call: Any, meta: Any) -> dict[str, Any]:
             for ev in parser.feed(chunk):
                 if isinstance(ev, SubIntentParsed):
                     out.update(dispatch_ms=round(now, 1), intent=ev.intent, sub_intent=ev.sub_intent)
-                elif isinstance(ev, NarrationDelta) and ev.text.strip() and out["first_narration_ms"] is None:
-                    out["first_narration_ms"] = round(now, 1)
+                elif isinstance(ev, NarrationDelta):
+                    out["narration"] = out.get("narration", "") + ev.text
+                    if ev.text.strip() and out["first_narration_ms"] is None:
+                        out["first_narration_ms"] = round(now, 1)
             if parser.narration_closed:
                 out["narration_closed_ms"] = round(now, 1)
                 await stream.aclose()
@@ -113,7 +150,7 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=20, help="tau2 openings measured")
     ap.add_argument("--warmup", type=int, default=2, help="openings run first, not measured")
     ap.add_argument("--tau2-dir", default=None)
-    ap.add_argument("--variants", default="long,short,segments", help=f"comma-separated: {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default="long,segments,parallel", help=f"comma-separated: {', '.join(VARIANTS)}")
     ap.add_argument("--out", default=str(REPO / "results" / "bench_w1_tags.json"))
     ns = ap.parse_args()
     variants = [v for v in ns.variants.split(",") if v]
@@ -156,7 +193,8 @@ def main() -> int:
                 pair: dict[str, Any] = {"text": text, "warmup": i < ns.warmup}
                 for variant in order:
                     call, meta = build_call(variant, text, client)
-                    pair[variant] = await one(client, call, meta)
+                    run_one = one_parallel(call, meta) if VARIANTS[variant][2] else one(client, call, meta)
+                    pair[variant] = await run_one
                 rows.append(pair)
                 print(f"{i:2d} " + "  ".join(f"{v} {pair[v]['first_narration_ms']} ms {pair[v]['intent']}/"
                                              f"{pair[v]['sub_intent']}" for v in variants), flush=True)

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pipelines.errors import ConfigError
 from pipelines.sgc.w1 import LONG_TAGS, W1Tags
 
-__all__ = ["grammar", "label_grammar", "tail_grammar", "NARRATION_MAX_CHARS", "MAX_PLAN_CALLS", "MAX_ARGS"]
+__all__ = ["grammar", "label_grammar", "sentence_grammar", "tail_grammar", "NARRATION_MAX_CHARS", "MAX_PLAN_CALLS", "MAX_ARGS"]
 
 NARRATION_MAX_CHARS = 200
 
@@ -64,6 +64,11 @@ def _check_labels(kind: str, values: Iterable[str]) -> list[str]:
 def label_grammar(kind: str, values: Iterable[str]) -> str:
     """One section's label alone: the stream decoded in segments (the tags between them are given)."""
     return f"start: {_alts(_check_labels(kind, values))}\n"
+
+
+def sentence_grammar(max_chars: int = NARRATION_MAX_CHARS) -> str:
+    """One sentence of plain text: no leading space, no "<", no line break, one end mark closing it."""
+    return f"start: SENTENCE\nSENTENCE: /[^\\s<][^<\\n.!?]{{0,{int(max_chars) - 2}}}[.!?]/\n"
 
 
 def tail_grammar(

@@ -9,6 +9,12 @@
                 sub-intent label (of that intent), then the narration and plan; each call
                 continues the text so far as the reply's prefix, so the tags between the
                 labels are given, never decoded (the parser sees one stream either way)
+    parallel    (``w1_parallel_narration``) the narration decoded in its own call — its own
+                short prompt (the request), one sentence — started with the intent label's and
+                run beside the two label calls: the first narration token waits for one small
+                prefill, not for the labels;
+                the orchestrator reads the labels alone and may start (``on_labels``) while
+                the narration still streams
     narration   each sentence through the narration gate, released at once; a refused
                 sentence becomes the domain's safe acknowledgement — never silence
     Φ           at </SUB_INTENT>: (intent, sub_intent, snapshot) → the read tools, started
@@ -34,8 +40,9 @@ from pipelines.sgc.phi import PhiOutcome, PhiTable, phi_lookup
 from pipelines.sgc.snapshot import Snapshot
 from pipelines.sgc.w1 import NarrationDelta as ParsedNarration
 from pipelines.sgc.w1 import PerceptionParser, SubIntentParsed
-from pipelines.sgc.w1_grammar import grammar, label_grammar, tail_grammar
+from pipelines.sgc.w1_grammar import grammar, label_grammar, sentence_grammar, tail_grammar
 
+from .prompts import narration_messages
 from .settings import TandemSettings
 from .tools import ToolCaller
 
@@ -63,10 +70,11 @@ class Perception:
     def __init__(self, domain: Any, models: ModelClient, phi: PhiTable, settings: TandemSettings, *,
                  snapshot: dict[str, Any], caller: ToolCaller, gate: SentenceGate, counters: Any,
                  emit: Callable[..., None], on_c1: Callable[[str, str], None] | None = None,
+                 on_labels: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.domain, self.models, self.phi_table, self.s = domain, models, phi, settings
         self.snapshot, self.caller, self.gate = snapshot, caller, gate
-        self.counters, self.emit, self.on_c1, self.clock = counters, emit, on_c1, clock
+        self.counters, self.emit, self.on_c1, self.on_labels, self.clock = counters, emit, on_c1, on_labels, clock
         self.out = W1Outcome()
 
     @property
@@ -163,14 +171,61 @@ class Perception:
             if new:
                 yield self._emit(new)
 
-    async def stream(self, messages: list[ChatMessage], user_text: str) -> AsyncIterator[NarrationDelta]:
-        """Run the W1 call; yield guarded narration; dispatch Φ's tools when the labels close."""
-        call, labels = self.call(messages, user_text)
+    async def _label_pair(self, call: ModelCall, labels: dict[str, list[str]], t0: float) -> str:
+        """The intent, then the sub-intent label, each decoded alone; Φ on their close. Returns their text."""
+        o, c = self.s.tags.open, self.s.tags.close
+        intent = await self._label(call, self.opening, "intent", sorted(labels))
+        text = self.opening + intent + c("INTENT") + o("SUB_INTENT")
+        sub = await self._label(call, text, "sub-intent", sorted(labels[intent]))
+        text += sub + c("SUB_INTENT")
+        self._on_sub_intent(SubIntentParsed(intent=intent, sub_intent=sub, offset=len(text)), t0)
+        return text
+
+    async def _narration_alone(self, call: ModelCall, user_text: str) -> AsyncIterator[str]:
+        """The narration decoded in its own call: its own short prompt (the request), one sentence."""
+        seg = call.model_copy(update={
+            "messages": narration_messages(user_text), "prefix": None, "max_tokens": 48,
+            "structured_output": StructuredOutput(kind="grammar", spec=sentence_grammar(self.s.narration_max_chars))})
+        stream = self.models.stream("orchestrator", seg)
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def _labels_beside(self, call: ModelCall, labels: dict[str, list[str]], t0: float) -> None:
+        """The label pair beside the narration; the orchestrator's W1 text is the labels alone."""
+        try:
+            self.out.raw = await self._label_pair(call, labels, t0)
+        except (UpstreamError, InvalidModelOutput) as exc:
+            self.out.error = exc.code
+            self.emit("tandem.w1_failed", code=exc.code, message=exc.message[:200], section="labels")
+            self.out.raw = ""  # the orchestrator reads the "other" opening, as after a broken stream
+        if self.on_labels is not None:
+            self.on_labels()
+
+    async def _parallel(self, call: ModelCall, labels: dict[str, list[str]], splitter: SentenceSplitter,
+                        t0: float, user_text: str) -> AsyncIterator[NarrationDelta]:
+        """Narration streamed while the labels are decoded beside it (see module docstring)."""
+        task = asyncio.create_task(self._labels_beside(call, labels, t0))
+        try:
+            try:
+                async for text in self._narration_alone(call, user_text):
+                    async for d in self._narrate(splitter, text):
+                        yield d
+            except (UpstreamError, InvalidModelOutput) as exc:
+                self.emit("tandem.w1_failed", code=exc.code, message=exc.message[:200], section="narration")
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+
+    async def _serial(self, call: ModelCall, labels: dict[str, list[str]], splitter: SentenceSplitter,
+                      t0: float, user_text: str) -> AsyncIterator[NarrationDelta]:
+        """One stream (or its segments) through the parser: labels, then the narration."""
         parser = PerceptionParser(labels=labels, tags=self.s.tags)
         parser.feed(self.opening)
-        splitter = SentenceSplitter()
         raw: list[str] = [self.opening]
-        t0 = self.clock()
         stream = self._segments(call, labels) if self.s.w1_segments else self.models.stream("orchestrator", call)
         try:
             async for chunk in stream:
@@ -188,6 +243,19 @@ class Perception:
         except (UpstreamError, InvalidModelOutput) as exc:
             self.out.error = exc.code
             self.emit("tandem.w1_failed", code=exc.code, message=exc.message[:200])
+        text = "".join(raw)
+        close = self.s.tags.close("NARRATION")
+        cut = text.find(close)
+        self.out.raw = text[: cut + len(close)] if cut >= 0 else text
+
+    async def stream(self, messages: list[ChatMessage], user_text: str) -> AsyncIterator[NarrationDelta]:
+        """Run the W1 call(s); yield guarded narration; dispatch Φ's tools when the labels close."""
+        call, labels = self.call(messages, user_text)
+        splitter = SentenceSplitter()
+        t0 = self.clock()
+        body = self._parallel if self.s.w1_parallel_narration else self._serial
+        async for d in body(call, labels, splitter, t0, user_text):
+            yield d
         for sentence in splitter.flush():
             out = await self.gate.close(sentence)
             if out:
@@ -195,10 +263,6 @@ class Perception:
         if not self.out.narration:
             self.gate.add_trusted(self.domain.texts.safe_ack)
             yield self._emit(self.domain.texts.safe_ack)
-        text = "".join(raw)
-        close = self.s.tags.close("NARRATION")
-        cut = text.find(close)
-        self.out.raw = text[: cut + len(close)] if cut >= 0 else text
         self.emit("tandem.w1", intent=self.out.intent, sub_intent=self.out.sub_intent, error=self.out.error,
                   allowed=self.out.allowed_intents, narration=self.out.narration,
                   ms=round((self.clock() - t0) * 1000, 3))

@@ -9,7 +9,9 @@
                       the confirmed write (once; checkpointed before the reply); + "no" → declined
     W1  (orchestrator role, streaming)
                       narration → narration gate → client at once; at </SUB_INTENT> Φ dispatches
-                      the read tools with grounded arguments; the slot call (W2) starts beside it
+                      the read tools with grounded arguments; the slot call (W2) starts beside it;
+                      with the narration decoded beside the labels, the decision starts when the
+                      labels close and runs while the narration still streams
     decision          Φ's ``then`` (respond / clarify; choose: several of the user's orders and none
                       named → which one?) or the bounded orchestrator over the grounded offer,
                       starting with Φ's observations in its context
@@ -198,8 +200,52 @@ class TandemPipeline:
             if s.w2 and d.slot_schema() is not None and d.needs_slots(facts):
                 slots["task"] = asyncio.create_task(self._slots(facts, emit))
 
+        decision: list[asyncio.Task[Any]] = []
+
+        async def decide() -> tuple[Outcome, str, str, dict[str, str]]:
+            """Φ's observations folded, then Φ's ``then`` or the orchestrator (after the labels close)."""
+            try:
+                for name, args, task in w1.out.tasks:
+                    caller.fold(name, args, await task, step=0)
+                if "task" in slots:
+                    await slots["task"]
+                phi = w1.out.phi
+                intent, sub_intent = w1.out.intent, w1.out.sub_intent
+                annotate(phi_hit=bool(phi and phi.hit), decision=f"{intent}/{sub_intent}")
+                c1 = {"intent": intent, "sub_intent": sub_intent}
+                meta.update(c1=c1, w1_error=w1.out.error,
+                            phi=None if phi is None else {"kind": phi.kind, "tools": [c.tool for c in phi.tools],
+                                                          "then": phi.then, "table_version": phi.table_version})
+                then = phi.then if phi is not None and phi.hit else None
+                if then and then.startswith("clarify:") and not (phi.tools if phi else ()):
+                    refill = await self._refill(facts, caller, tables, intent, sub_intent, emit)
+                    then = None if refill else then
+                t2 = self.clock()
+                with stage_span("orchestrate", turn_id=ctx.turn_id, role="orchestrator"):
+                    options = record_orders(facts) if then == "choose" else []
+                    if then == "respond":
+                        outcome = Outcome(path="answer")
+                    elif len(options) > 1:  # a change that names none of the user's several entities
+                        outcome = orch.choose(options)
+                    elif then and then.startswith("clarify:"):
+                        outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
+                    else:
+                        raw = w1.out.raw or s.tags.open("INTENT") + "other" + s.tags.close("INTENT")
+                        outcome = await orch.run(w1_messages, raw, intent, sub_intent, propose=then == "propose")
+                ctx.stage_ms["orchestrate"] = (self.clock() - t2) * 1000
+            except Stop as stop:
+                outcome = Outcome(path="fallback", fallback=stop.fallback)
+                c1 = {"intent": w1.out.intent, "sub_intent": w1.out.sub_intent}
+                intent, sub_intent = w1.out.intent, w1.out.sub_intent
+            return outcome, intent, sub_intent, c1
+
+        def on_labels() -> None:
+            # W1's narration streams on beside the label calls: the decision need not wait for it.
+            decision.append(asyncio.create_task(decide()))
+
         w1 = Perception(d, self.models, tables.phi, s, snapshot=d.snapshot_values(facts), caller=caller,
-                        gate=narration_gate, counters=self.counters, emit=emit, on_c1=on_c1, clock=self.clock)
+                        gate=narration_gate, counters=self.counters, emit=emit, on_c1=on_c1, clock=self.clock,
+                        on_labels=on_labels if s.w1_parallel_narration else None)
         t1 = self.clock()
         try:
             with stage_span("w1", turn_id=ctx.turn_id, role="orchestrator"):
@@ -208,44 +254,17 @@ class TandemPipeline:
             ctx.stage_ms["w1"] = (self.clock() - t1) * 1000
             if w1.out.dispatch_ms is not None:
                 ctx.stage_ms["dispatch_at"] = w1.out.dispatch_ms
-            for name, args, task in w1.out.tasks:
-                caller.fold(name, args, await task, step=0)
-            if "task" in slots:
-                await slots["task"]
-            phi = w1.out.phi
-            intent, sub_intent = w1.out.intent, w1.out.sub_intent
-            annotate(phi_hit=bool(phi and phi.hit), decision=f"{intent}/{sub_intent}")
-            c1 = {"intent": intent, "sub_intent": sub_intent}
-            meta.update(c1=c1, narration=w1.out.narration, w1_error=w1.out.error,
-                        phi=None if phi is None else {"kind": phi.kind, "tools": [c.tool for c in phi.tools],
-                                                      "then": phi.then, "table_version": phi.table_version})
-            then = phi.then if phi is not None and phi.hit else None
-            if then and then.startswith("clarify:") and not (phi.tools if phi else ()):
-                refill = await self._refill(facts, caller, tables, intent, sub_intent, emit)
-                then = None if refill else then
-            t2 = self.clock()
-            with stage_span("orchestrate", turn_id=ctx.turn_id, role="orchestrator"):
-                options = record_orders(facts) if then == "choose" else []
-                if then == "respond":
-                    outcome = Outcome(path="answer")
-                elif len(options) > 1:  # a change that names none of the user's several entities
-                    outcome = orch.choose(options)
-                elif then and then.startswith("clarify:"):
-                    outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
-                else:
-                    outcome = await orch.run(w1_messages, w1.out.raw or s.tags.open("INTENT") + "other" + s.tags.close("INTENT"), intent,
-                                             sub_intent, propose=then == "propose")
-            ctx.stage_ms["orchestrate"] = (self.clock() - t2) * 1000
-        except Stop as stop:
-            outcome = Outcome(path="fallback", fallback=stop.fallback)
-            c1 = {"intent": w1.out.intent, "sub_intent": w1.out.sub_intent}
-            intent, sub_intent = w1.out.intent, w1.out.sub_intent
+            meta.update(narration=w1.out.narration)
+            result = await (decision[0] if decision else decide())
         finally:
+            for task in decision:
+                if not task.done():
+                    task.cancel()
             w1.cancel()
             for task in slots.values():
                 if not task.done():
                     task.cancel()
-        yield (outcome, intent, sub_intent, c1)
+        yield result
 
     async def _slots(self, facts: TurnFacts, emit: Callable[..., None]) -> None:
         """W2's slot call: proposals kept only when grounded in the user's own words."""

@@ -6,7 +6,8 @@ The orchestrator role's calls share one layout::
                both answer formats (fixed per domain: identical on every turn)
     user/asst  the session's recent turns (redacted)
     user       this turn's request
-    assistant  the W1 stream (labels + narration)           ← the W1 call ends here
+    assistant  the W1 stream (labels + narration; the labels alone when the narration
+               is decoded beside them, ``w1_parallel_narration``)  ← the W1 calls end here
     user       observations so far; "Decide."              ← orchestrator step 1 ends here
     assistant  decision 1
     user       its observation; "Decide."                  ← step 2, and so on
@@ -37,6 +38,7 @@ __all__ = [
     "observation_line",
     "generator_messages",
     "slot_messages",
+    "narration_messages",
 ]
 
 def w1_format(tags: W1Tags = LONG_TAGS) -> str:
@@ -118,6 +120,23 @@ def step_messages(w1_messages: Sequence[ChatMessage], w1_text: str,
         if decision:
             out.append(ChatMessage(role="assistant", content=decision))
     return out
+
+
+# What a narration is, by example (domain-neutral; never the user's data): small models copy the form.
+_NARRATION_EXAMPLES = (
+    ("Where is my package? It should have arrived by now.", "I'll check the status of your order."),
+    ("How do I get better at this game?", "I'll look at what could help you improve."),
+    ("Can I change something on my account?", "I'll see what can be changed for you."),
+)
+
+
+def narration_messages(user_text: str) -> list[ChatMessage]:
+    """The narration decoded beside the labels: its own short context (the request only), one sentence."""
+    system = ("You are an assistant. Answer with one short sentence that tells the user what you will look into "
+              "for them now. Do not answer yet, and write no ids, names, amounts or dates.\n" + _canary())
+    shots = [ChatMessage(role=role, content=text) for pair in _NARRATION_EXAMPLES
+             for role, text in zip(("user", "assistant"), pair, strict=True)]
+    return [ChatMessage(role="system", content=system), *shots, ChatMessage(role="user", content=user_text)]
 
 
 def slot_messages(user_text: str, fields: Sequence[str]) -> list[ChatMessage]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipelines.sgc.w1 import LONG_TAGS, SHORT_TAGS, W1Tags
 
@@ -29,6 +29,10 @@ class TandemSettings(BaseModel):
         False, description="Decode W1 in three calls — the intent label, the sub-intent label, the narration "
         "and plan — each continuing the previous one's text, so the grammar-forced tags between the labels "
         "ride in the reply's prefix (one prefill, a prefix-cache hit) instead of being decoded token by token.")
+    w1_parallel_narration: bool = Field(
+        False, description="Decode W1's narration in its own call, started with the intent label's and run "
+        "beside the label calls (not conditioned on the labels), so the first narration token waits for one "
+        "prefill instead of both labels. The labels are the segments' (needs w1_segments).")
     narration_hold_words: int = Field(3, ge=0, le=20, description="Narration is released this many words behind "
                                       "the model, so a violation spanning that many words never gets out.")
     slot_max_tokens: int = Field(64, ge=16, le=512)
@@ -50,6 +54,12 @@ class TandemSettings(BaseModel):
         0, description="Engine priority of the orchestrator steps (generator and slot calls keep 0).")
     w2: bool = Field(True, description="Slot extraction + Ψ paragraph plan.")
     w3: bool = Field(True, description="Cross-turn guidance with the session-seeded scheduler.")
+
+    @model_validator(mode="after")
+    def _parallel_needs_segments(self) -> TandemSettings:
+        if self.w1_parallel_narration and not self.w1_segments:
+            raise ValueError("w1_parallel_narration needs w1_segments: true (the labels are decoded alone)")
+        return self
 
     @property
     def tags(self) -> W1Tags:

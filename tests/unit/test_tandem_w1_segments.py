@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pipelines.sgc.w1_grammar import label_grammar
 from pipelines.tandem.settings import TandemSettings
 
@@ -79,3 +81,142 @@ def test_one_stream_is_the_default():
     h = TandemHarness()
     h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello")])
     assert [c.prefix for c in _w1_calls(h)] == ["<INTENT>"]
+
+
+# -- the narration beside the labels (w1_parallel_narration) ------------------------------------
+
+PARALLEL = TandemSettings(w1_segments=True, w1_parallel_narration=True)
+
+
+def _is_narration(call: Any) -> bool:
+    so = call.structured_output
+    return so is not None and so.kind == "grammar" and so.spec.startswith("start: SENTENCE")
+
+
+def beside(full: str) -> Any:
+    """A scripted engine for W1 decoded in parallel: the label calls continue ``full`` as segments; the
+    narration call (its own prompt, one sentence) answers the narration of ``full``."""
+    label = segment(full)
+
+    def answer(call: Any) -> str:
+        if _is_narration(call):
+            return full.split("<NARRATION>", 1)[1].split("</NARRATION>", 1)[0]
+        return label(call)
+    return answer
+
+
+def test_the_narration_call_starts_before_the_labels_and_does_not_read_them():
+    from pipelines.sgc.w1_grammar import sentence_grammar
+    from pipelines.tandem.prompts import narration_messages
+
+    h = TandemHarness(settings=PARALLEL)
+    full = w1("greeting", "hello", "Happy to help.")
+    text = "Hi! What can you help me with?"
+    r = h.turn(text, orch=[beside(full)] * 3)
+    calls = _w1_calls(h)
+    assert [c.prefix for c in calls] == [None, "<INTENT>", "<INTENT>greeting</INTENT><SUB_INTENT>"]
+    assert calls[0].structured_output.spec == sentence_grammar(PARALLEL.narration_max_chars)
+    assert calls[0].messages == narration_messages(text)  # its own short prompt: the request, no label
+    assert calls[0].max_tokens == 48
+    assert all(c.priority == PARALLEL.first_call_priority for c in calls)
+    assert "".join(e.text for e in r.of("narration.delta")) == "Happy to help."
+    assert h.meta["c1"] == {"intent": "greeting", "sub_intent": "hello"} and r.reply.startswith("Hi! I can help")
+
+
+def test_the_orchestrator_reads_the_labels_and_starts_while_the_narration_streams():
+    h = TandemHarness(settings=PARALLEL)
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[beside(w1("greeting", "hello"))] * 3)
+    assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"  # Φ ran on the labels
+    log: list[tuple[str, Any]] = []
+    play = h.models.stream
+
+    async def stream(role: str, call: Any) -> Any:
+        name = "narration" if _is_narration(call) else call.prefix or role
+        log.append(("start", name))
+        async for part in play(role, call):
+            log.append(("chunk", name))
+            yield part
+
+    h.models.stream = stream  # type: ignore[method-assign]
+    narration = "Let me look into that for you, it will only take a moment or two."
+    full = w1("cancel", "order", narration)
+    r = h.turn("Please cancel order #W1000001", orch=[beside(full)] * 3 + [
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "ordered by mistake"})])
+    assert [c.card_id for c in r.of("action_card")] == ["card.cancel_order"]
+    step = h.calls("orchestrator")[-1]  # the labels alone, as the second label call's prefix continued
+    assert step.messages[-2].content == "<INTENT>cancel</INTENT><SUB_INTENT>order</SUB_INTENT>"
+    last_narration = max(i for i, (k, p) in enumerate(log) if k == "chunk" and p == "narration")
+    assert log.index(("start", "orchestrator")) < last_narration  # the step began before the narration ended
+    assert "".join(e.text for e in r.of("narration.delta")) == narration
+    kinds = [e.type for e in r.events]
+    assert max(i for i, k in enumerate(kinds) if k == "narration.delta") < kinds.index("action_card")
+
+
+def test_a_refused_label_keeps_the_narration_and_degrades_the_labels_only():
+    h = TandemHarness(settings=PARALLEL)
+    narration = beside(w1("greeting", "hello", "Happy to help."))
+    r = h.turn("Hi! What can you help me with?", orch=[narration, "not_a_label", j(decision="clarify", about="details")])
+    assert h.meta["w1_error"] == "invalid_model_output" and h.meta["c1"]["intent"] == "other"
+    assert "".join(e.text for e in r.of("narration.delta")) == "Happy to help."
+    failed = h.sink.of("tandem.w1_failed")
+    assert [f["section"] for f in failed] == ["labels"]
+    step = h.calls("orchestrator")[-1]  # the orchestrator reads the "other" opening, not a half stream
+    assert step.messages[-2].content == "<INTENT>other</INTENT>"
+
+
+def test_a_failed_narration_call_gives_the_safe_acknowledgement_and_keeps_the_labels():
+    from pipelines.errors import UpstreamError
+
+    h = TandemHarness(settings=PARALLEL)
+    label = segment(w1("greeting", "hello"))
+    r = h.turn("Hi, my email is alex.rivera@example.com",
+               orch=[UpstreamError("engine down"), label, label, j(decision="respond")])
+    assert "".join(e.text for e in r.of("narration.delta")) == h.domain.texts.safe_ack
+    assert h.meta["w1_error"] is None and h.meta["c1"] == {"intent": "greeting", "sub_intent": "hello"}
+    assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"
+    assert [f["section"] for f in h.sink.of("tandem.w1_failed")] == ["narration"]
+
+
+def test_parallel_narration_needs_the_labels_in_segments():
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError, match="needs w1_segments"):
+        TandemSettings(w1_parallel_narration=True)
+    assert TandemSettings().w1_parallel_narration is False
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("I'll check the status of your order.", True),
+    ("One moment!", True),
+    ("Is that all?", True),
+    ("A" + "b" * 117 + ".", True),      # 119 characters: within narration_max_chars (120)
+    ("A" + "b" * 119 + ".", False),     # 121 characters
+    (" I'll check.", False),            # no leading space
+    ("I'll check", False),              # an end mark closes it
+    ("I'll check. Then more.", False),  # one sentence only
+    ("Two\nlines.", False),
+    ("I'll <check>.", False),
+])
+def test_the_narration_is_one_sentence(text: str, ok: bool) -> None:
+    import lark
+
+    from pipelines.sgc.w1_grammar import sentence_grammar
+
+    parser = lark.Lark(sentence_grammar(120))
+    if ok:
+        parser.parse(text)
+    else:
+        with pytest.raises(lark.exceptions.LarkError):
+            parser.parse(text)
+
+
+def test_the_narration_prompt_is_the_request_after_fixed_examples() -> None:
+    from pipelines.guardrails import canary_token
+    from pipelines.tandem.prompts import narration_messages
+
+    a, b = narration_messages("Where is my order #W1000001?"), narration_messages("Hi")
+    assert [m.role for m in a] == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert a[:-1] == b[:-1]  # a fixed head: the engine's prefix cache holds it across turns and sessions
+    assert a[-1].content == "Where is my order #W1000001?"
+    assert canary_token() in a[0].content and "one short sentence" in a[0].content
