@@ -44,6 +44,11 @@ _KERNEL_TESTS = (
     "tests/unit/test_sgc_kernel_w3_table.py",
     "tests/unit/test_sgc_kernel_misc.py",
     "tests/unit/test_coach_world.py",
+    "tests/unit/test_w1_tags.py",
+    "tests/unit/test_sgc_turn_w1.py",
+    "tests/unit/test_tandem_w1_segments.py",
+    "tests/unit/test_w1_parser_fixed.py",
+    "tests/unit/test_config_errors_fixed.py",
 )
 _SUPPORT_TESTS = (
     "tests/unit/test_support_tools.py",
@@ -63,6 +68,12 @@ _GUARD_TESTS = (
     "tests/unit/test_guard_pre.py",
     "tests/unit/test_guard_tables.py",
     "tests/unit/test_dr_pii.py",
+    "tests/unit/test_guard_injection.py",
+    "tests/unit/test_guard_pii_kinds.py",
+    "tests/unit/test_guard_post_split.py",
+    "tests/unit/test_dr_canary.py",
+    "tests/unit/test_guard_fixed.py",
+    "tests/unit/test_config_errors_fixed.py",
 )
 
 _KERNEL_MODULES = (
