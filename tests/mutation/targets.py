@@ -49,6 +49,7 @@ _KERNEL_TESTS = (
     "tests/unit/test_tandem_w1_segments.py",
     "tests/unit/test_w1_parser_fixed.py",
     "tests/unit/test_config_errors_fixed.py",
+    "tests/unit/test_grammar_tables_fixed.py",
 )
 _SUPPORT_TESTS = (
     "tests/unit/test_support_tools.py",
@@ -74,6 +75,9 @@ _GUARD_TESTS = (
     "tests/unit/test_dr_canary.py",
     "tests/unit/test_guard_fixed.py",
     "tests/unit/test_config_errors_fixed.py",
+    "tests/unit/test_guard_ids_fixed.py",
+    "tests/unit/test_guard_normalize_fixed.py",
+    "tests/unit/test_guard_post_fixed.py",
 )
 
 _KERNEL_MODULES = (

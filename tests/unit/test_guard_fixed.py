@@ -114,3 +114,37 @@ def test_mask_pii_fields_inside_a_json_string() -> None:
     assert mask_pii_fields('{"note": "x"}') == '{"note": "x"}'  # no PII field named: unchanged
     assert mask_pii_fields('["city"]') == '["city"]'
     assert mask_pii_fields('{"a": 1, "city": "x"} tail') == '{"a": 1, "city": "x"} tail'
+
+
+def test_ibans_in_text_are_shortened_group_by_group() -> None:
+    from pipelines.guardrails.pii import detect_pii
+
+    valid = _with_check_digits("XX", "1111222233334444")  # 20 characters: five groups of four
+    spaced = " ".join(valid[i:i + 4] for i in range(0, 20, 4))
+    text = f"IBAN {spaced} 5555 then"
+    assert [text[a:b] for a, b in _ibans(text)] == [spaced]
+    glued = f"IBAN {valid}555 then"  # no spaces: shortened one character at a time
+    assert [glued[a:b] for a, b in _ibans(glued)] == [valid]
+    assert [t[a:b] for t in ["iban NO93 8601 1117 947 ok"] for a, b in _ibans(t)] == ["NO93 8601 1117 947"]
+    two = "GB82 WEST 1234 5698 7654 32 and DE89 3704 0044 0532 0130 00"
+    assert [two[a:b] for a, b in _ibans(two)] == ["GB82 WEST 1234 5698 7654 32", "DE89 3704 0044 0532 0130 00"]
+    assert [m.kind for m in detect_pii(two)] == ["IBAN", "IBAN"]
+
+
+def _luhn(body: str) -> str:
+    """``body`` with its Luhn check digit appended (double every second digit from the right)."""
+    total = 0
+    for i, ch in enumerate(reversed(body)):
+        d = int(ch) * (2 if i % 2 == 0 else 1)
+        total += d - 9 if d > 9 else d
+    return body + str((10 - total % 10) % 10)
+
+
+@pytest.mark.parametrize(("digits", "is_card"), [(12, False), (13, True), (16, True), (19, True), (20, False)])
+def test_card_numbers_are_13_to_19_luhn_digits(digits: int, is_card: bool) -> None:
+    from pipelines.guardrails.pii import detect_pii, luhn_ok
+
+    number = _luhn("4" + "1" * (digits - 2))
+    assert len(number) == digits and luhn_ok(number)
+    assert [m.kind for m in detect_pii(f"card {number} thanks")] == (["CARD"] if is_card else [])
+    assert not luhn_ok(number[:-1] + str((int(number[-1]) + 1) % 10))

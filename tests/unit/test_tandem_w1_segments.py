@@ -190,7 +190,8 @@ def test_parallel_narration_needs_the_labels_in_segments():
     ("I'll check the status of your order.", True),
     ("One moment!", True),
     ("Is that all?", True),
-    ("A" + "b" * 117 + ".", True),      # 119 characters: within narration_max_chars (120)
+    ("A" + "b" * 117 + ".", True),      # 119 characters
+    ("A" + "b" * 118 + ".", True),      # 120: exactly narration_max_chars
     ("A" + "b" * 119 + ".", False),     # 121 characters
     (" I'll check.", False),            # no leading space
     ("I'll check", False),              # an end mark closes it
