@@ -128,7 +128,12 @@ class Perception:
         tail = call.model_copy(update={"prefix": text, "structured_output": StructuredOutput(
             kind="grammar", spec=tail_grammar(tools, narration_max_chars=self.s.narration_max_chars,
                                               narration_required=True, tags=self.s.tags))})
-        stream = self.models.stream("orchestrator", tail)
+        async for chunk in self._relay(tail):
+            yield chunk
+
+    async def _relay(self, call: ModelCall) -> AsyncIterator[str]:
+        """The orchestrator role's stream for ``call``, closed however the caller stops reading."""
+        stream = self.models.stream("orchestrator", call)
         try:
             async for chunk in stream:
                 yield chunk
@@ -181,17 +186,12 @@ class Perception:
         self._on_sub_intent(SubIntentParsed(intent=intent, sub_intent=sub, offset=len(text)), t0)
         return text
 
-    async def _narration_alone(self, call: ModelCall, user_text: str) -> AsyncIterator[str]:
+    def _narration_alone(self, call: ModelCall, user_text: str) -> AsyncIterator[str]:
         """The narration decoded in its own call: its own short prompt (the request), one sentence."""
         seg = call.model_copy(update={
             "messages": narration_messages(user_text), "prefix": None, "max_tokens": 48,
             "structured_output": StructuredOutput(kind="grammar", spec=sentence_grammar(self.s.narration_max_chars))})
-        stream = self.models.stream("orchestrator", seg)
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+        return self._relay(seg)
 
     async def _labels_beside(self, call: ModelCall, labels: dict[str, list[str]], t0: float) -> None:
         """The label pair beside the narration; the orchestrator's W1 text is the labels alone."""
