@@ -66,6 +66,7 @@ def test_the_tail_and_label_grammars() -> None:
     assert tail_grammar(["t"], narration_max_chars=50, narration_required=False).split("\n")[1] == \
         'narration_body: NARRATION_TEXT? "</NARRATION>"'
     assert label_grammar("intent", ["b", "a", "a"]) == 'start: "a" | "b"\n'
+    assert label_grammar("intent", ["Xray"]) == 'start: "Xray"\n'  # only "<", ">" and whitespace are refused
     assert sentence_grammar(120) == "start: SENTENCE\nSENTENCE: /[^\\s<][^<\\n.!?]{0,118}[.!?]/\n"
 
 
