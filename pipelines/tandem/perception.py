@@ -114,16 +114,20 @@ class Perception:
             raise InvalidModelOutput(f"W1 {kind} segment: {text[:40]!r} is not a label")
         return text
 
+    async def _decode_labels(self, call: ModelCall, labels: dict[str, list[str]]) -> tuple[str, str, str]:
+        """The intent label, then the sub-intent label of that intent, each decoded alone: (intent, sub,
+        the stream's text through ``</SUB_INTENT>``)."""
+        o, c = self.s.tags.open, self.s.tags.close
+        intent = await self._label(call, self.opening, "intent", sorted(labels))
+        text = self.opening + intent + c("INTENT") + o("SUB_INTENT")
+        sub = await self._label(call, text, "sub-intent", sorted(labels[intent]))
+        return intent, sub, text + sub + c("SUB_INTENT")
+
     async def _segments(self, call: ModelCall, labels: dict[str, list[str]]) -> AsyncIterator[str]:
         """The W1 stream from three calls (see module docstring); yields text as one stream would."""
-        o, c = self.s.tags.open, self.s.tags.close
-        intent = await self._label(call, call.prefix or self.opening, "intent", sorted(labels))
-        text = (call.prefix or self.opening) + intent + c("INTENT") + o("SUB_INTENT")
-        yield intent + c("INTENT") + o("SUB_INTENT")
-        sub = await self._label(call, text, "sub-intent", sorted(labels[intent]))
-        forced = c("SUB_INTENT") + o("NARRATION")
-        text += sub + forced
-        yield sub + forced
+        _, _, text = await self._decode_labels(call, labels)
+        text += self.s.tags.open("NARRATION")
+        yield text[len(self.opening):]
         tools = sorted(self.domain.registry.names())
         tail = call.model_copy(update={"prefix": text, "structured_output": StructuredOutput(
             kind="grammar", spec=tail_grammar(tools, narration_max_chars=self.s.narration_max_chars,
@@ -177,12 +181,8 @@ class Perception:
                 yield self._emit(new)
 
     async def _label_pair(self, call: ModelCall, labels: dict[str, list[str]], t0: float) -> str:
-        """The intent, then the sub-intent label, each decoded alone; Φ on their close. Returns their text."""
-        o, c = self.s.tags.open, self.s.tags.close
-        intent = await self._label(call, self.opening, "intent", sorted(labels))
-        text = self.opening + intent + c("INTENT") + o("SUB_INTENT")
-        sub = await self._label(call, text, "sub-intent", sorted(labels[intent]))
-        text += sub + c("SUB_INTENT")
+        """The two labels decoded alone, then Φ on their close. Returns their text."""
+        intent, sub, text = await self._decode_labels(call, labels)
         self._on_sub_intent(SubIntentParsed(intent=intent, sub_intent=sub, offset=len(text)), t0)
         return text
 
