@@ -121,6 +121,9 @@ class IngressConfig(DeploymentOptions):
     max_body_bytes: int = Field(65536, ge=1024, description="HTTP bodies over this are refused (413) unread.")
     max_json_depth: int = Field(16, ge=2, le=256, description="Deeper JSON bodies are refused (400).")
     sse_heartbeat_s: float = Field(10.0, gt=0, description="An SSE comment line while a turn is silent.")
+    sse_refusal_window_s: float = Field(0.5, ge=0, le=30, description="An SSE turn holds its headers this "
+                                        "long for a refusal (the status itself); later refusals are "
+                                        "``error`` events in the 200 stream.")
     session_lock_wait_s: float = Field(10.0, ge=0, description="A second turn of a session waits this long, "
                                        "then 409 / ABORTED.")
 

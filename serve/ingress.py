@@ -72,12 +72,6 @@ def make_store(cfg: StoreConfig) -> Any:
     return RedactingStore(inner, cipher)
 
 
-# How long an SSE request waits for its first event before the headers go out: a turn refused
-# before any output (the pre-guard's InvalidInput, back-pressure at the first model call) still
-# answers with its status instead of a 200 stream. Later refusals are `error` events in the stream.
-REFUSAL_WINDOW_S = 0.5
-
-
 def _refusal(ev: Any) -> bool:
     """An ``error`` event of a class that refuses turns (as the first event: nothing happened)."""
     return getattr(ev, "type", None) == "error" and error_class_for_code(ev.code).rejects_turn
@@ -228,7 +222,10 @@ class TandemIngress(OpenAiIngress):
             return http_error(exc, where=where)
         if "text/event-stream" in request.headers.get("accept", ""):
             beat = self.config.ingress.sse_heartbeat_s
-            stream = with_heartbeats(events, beat, first_s=min(beat, REFUSAL_WINDOW_S))
+            # The headers wait up to `sse_refusal_window_s` for the first event: a turn refused
+            # before any output (the pre-guard's InvalidInput, back-pressure at the first model
+            # call) answers with its status instead of a 200 stream.
+            stream = with_heartbeats(events, beat, first_s=min(beat, self.config.ingress.sse_refusal_window_s))
             first = await anext(stream)
             if _refusal(first):  # refused before any output (pre-guard, back-pressure): its status, no stream
                 rest = [ev async for ev in stream]

@@ -47,26 +47,30 @@ def sse_frame(ev: Any) -> str:
 
 
 async def with_heartbeats(events: AsyncIterator[Any], interval_s: float,
-                          first_s: float | None = None) -> AsyncIterator[Any]:
+                          first_s: float | None = None, *, buffer: int = 64) -> AsyncIterator[Any]:
     """``events`` with :data:`HEARTBEAT` yielded after every ``interval_s`` of silence
-    (``first_s`` for the first wait, when given)."""
-    queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
+    (``first_s`` for the first wait, when given).
+
+    At most ``buffer`` events wait for the consumer: past that the turn's task waits too
+    (a slow client slows its own turn; memory stays bounded).
+    """
+    queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue(maxsize=buffer)
 
     async def pump() -> None:
         try:
             async for ev in events:
-                queue.put_nowait((ev, None))
+                await queue.put((ev, None))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the consumer, raised there
-            queue.put_nowait((_END, exc))
+            await queue.put((_END, exc))
             return
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
-        queue.put_nowait((_END, None))
+        await queue.put((_END, None))
 
     task = asyncio.create_task(pump())
     wait = interval_s if first_s is None else first_s

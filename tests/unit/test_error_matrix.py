@@ -93,7 +93,10 @@ def h(tmp_path_factory: pytest.TempPathFactory):
     os.environ["TANDEM_CACHE"] = str(tmp / "cache")
     handles = {name: FakeHandle(_cpu(stage)) for name, stage in
                [("tools", "tool"), ("guardrails", "pre_guard"), ("rule_kernels", "kernel")]}
-    with IngressHarness(config(tmp), llm=FakeHandle(_llm), **handles) as harness:
+    # A refusal window longer than the turn deadline: a refusal is always the status itself here,
+    # however slow the machine (the window itself: tests/unit/test_streaming.py).
+    with IngressHarness(config(tmp, ingress={"sse_refusal_window_s": 30}), llm=FakeHandle(_llm),
+                        **handles) as harness:
         ing = harness.ingress
         ing.runner.pipeline = StagedPipeline(ing.models, HandleGuardrails(handles["guardrails"]),
                                              HandleToolRunner(handles["tools"]), HandleRuleKernels(handles["rule_kernels"]))

@@ -112,3 +112,61 @@ def test_a_silent_turn_is_held_open_past_two_heartbeats(tmp_path: Path, monkeypa
     evs = sse_events(r.text)
     assert [e["type"] for e in evs] == ["reply.delta", "done"] and evs[-1]["status"] == "ok"
     assert [t["reply_text"] for t in stored_turns(tmp_path, "hb1")] == ["Finally."]
+
+
+def test_the_buffer_between_the_turn_and_a_slow_consumer_is_bounded() -> None:
+    made: list[int] = []
+
+    async def eager():
+        for i in range(1000):  # never awaits: an unbounded buffer would take all 1000 at once
+            made.append(i)
+            yield i
+
+    async def main() -> list[int]:
+        gen = with_heartbeats(eager(), 10, buffer=3)
+        got = [await gen.__anext__()]
+        for _ in range(50):  # the consumer stalls; the turn's task runs as far as it can
+            await asyncio.sleep(0)
+        seen_while_stalled = len(made)
+        got += [x async for x in gen]
+        return [seen_while_stalled, got]
+
+    seen_while_stalled, got = asyncio.run(main())
+    assert got == list(range(1000))  # nothing lost, in order
+    assert seen_while_stalled <= 3 + 2  # the buffer, the one read, the one waiting to be put
+
+
+def _refusing():
+    from pipelines.errors import Overloaded
+
+    class Refusing:
+        name = "refusing"
+
+        async def run(self, ctx):
+            raise Overloaded("the model queue is full")
+            yield  # an async generator
+
+    return Refusing()
+
+
+@pytest.mark.parametrize(("window", "status"), [(30.0, 503), (0.0, 200)])
+def test_a_refusal_is_the_status_within_the_window_and_an_error_event_after_it(
+        tmp_path: Path, window: float, status: int) -> None:
+    with harness(tmp_path, ingress={"sse_refusal_window_s": window}) as h:
+        h.ingress.runner.pipeline = _refusing()
+
+        async def go():
+            async with h.client() as c:
+                return await c.post("/v1/sessions/rf1/turns", json={"text": "hi"},
+                                    headers={**auth("alice"), "accept": "text/event-stream"})
+
+        r = asyncio.run(go())
+    assert r.status_code == status
+    if status == 503:
+        assert r.json()["error"]["code"] == "overloaded" and r.headers["retry-after"] == "1"
+    else:  # the headers went out (a heartbeat) before the refusal: it is the stream's error event
+        assert r.text.startswith(SSE_HEARTBEAT)
+        evs = sse_events(r.text)
+        assert [e["type"] for e in evs] == ["error", "done"]
+        assert evs[0]["code"] == "overloaded" and evs[-1]["status"] == "failed"
+    assert stored_turns(tmp_path, "rf1") == []  # refused: nothing stored either way
