@@ -243,7 +243,8 @@ class SentenceGate:
         out = await self.release(sentence)
         if self.withheld == withheld:
             return sentence[streamed:]
-        return None if out is None else " " + out
+        # stream() releases whole words with their whitespace: the safe wording follows as is
+        return out
 
     def summary(self) -> dict[str, Any]:
         """What the gate did this turn (stored in the turn's meta)."""

@@ -103,7 +103,8 @@ def test_a_violation_stops_the_stream_and_the_safe_wording_follows():
     assert run(gate.stream("Checking your order now and", hold_words=1)) == "Checking your order "
     assert run(gate.stream("Checking your order now and I have cancelled it", hold_words=1)) == ""
     assert run(gate.stream("Checking your order now and I have cancelled it for", hold_words=1)) == ""
-    assert run(gate.close("Checking your order now and I have cancelled it for you.")) == " SAFE"
+    # "Checking your order " + "SAFE": one space between them, the one already sent
+    assert run(gate.close("Checking your order now and I have cancelled it for you.")) == "SAFE"
     assert counters.get("blocked", "narration_claim") == 1
 
 
