@@ -23,21 +23,24 @@ and withheld sentences logged (``gate.block`` events).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.guardrails.ids import (
+    VALUE_PATTERNS,
     extract_amounts,
     extract_ids,
     extract_time_promises,
     normalize_text,
 )
 from pipelines.guardrails.pii import PLACEHOLDER_RE
-from pipelines.guardrails.post import PostGuardView, Violation, canary_leak
+from pipelines.guardrails.post import PostGuardView, Violation, canary_forming, canary_leak
 from pipelines.spans import guard_span
 
 __all__ = [
@@ -201,19 +204,32 @@ class SentenceGate:
         self.replaced += 1
         return safe
 
-    async def stream(self, partial: str, *, hold_words: int = 3) -> str:
+    async def stream(self, partial: str, *, hold_words: int = 3, forming: bool = True) -> str:
         """Release a sentence while it is still being written: the words that are newly safe.
 
         ``partial`` is the sentence so far. Every judge sees all of it on each call, and
-        only complete words more than ``hold_words`` from its end are released — so a
-        violation that takes up to ``hold_words + 1`` words to appear is caught before its
-        first word goes out, and once the sentence so far fails, nothing more of it is
-        released (:meth:`close` then decides). Returns ``""`` when nothing new is safe.
+        only complete words are released, held back from its end: ``hold_words`` words
+        for a judge that only judges text (a violation that takes up to ``hold_words + 1``
+        words to appear is caught before its first word goes out); for a judge with a
+        ``releasable(partial) -> int`` method (unless ``forming`` is false), every word before
+        the first one a violation may still be forming from (no word of a violation ever goes
+        out, however long).
+        Once the sentence so far fails, nothing more of it is released (:meth:`close`
+        then decides). Returns ``""`` when nothing new is safe.
         """
         if self._blocked_partial:
             return ""
         words = re.findall(r"\S+\s+", partial)  # complete words only (the last one may still grow)
-        cut = sum(len(w) for w in words[: max(0, len(words) - hold_words)])
+        limits = []
+        for judge in self.judges:
+            # a judge that can tell where a violation may still be forming holds from there instead
+            releasable = getattr(judge, "releasable", None) if forming else None
+            try:
+                limits.append(len(words) - hold_words if releasable is None else releasable(partial))
+            except Exception:  # fail closed, as for a judge that fails
+                self._blocked_partial = True
+                return ""
+        cut = sum(len(w) for w in words[: max(0, min(limits, default=len(words) - hold_words))])
         if cut <= self._streamed:
             return ""
         for judge in self.judges:
@@ -279,6 +295,19 @@ _CLAIM = re.compile(
 _MARKUP = re.compile(r"[<>{}\[\]]")
 
 
+@functools.cache
+def _partial_form(pattern: str, flags: int) -> regex.Pattern[str]:
+    return regex.compile(pattern, flags & (re.I | re.M | re.S | re.X | re.A))
+
+
+def forming_at(pattern: re.Pattern[str], text: str) -> int | None:
+    """Where a match of ``pattern`` begins that text going on from ``text`` could still
+    complete (a partial match reaching its end); ``None`` when none is forming."""
+    starts = [m.start() for m in _partial_form(pattern.pattern, pattern.flags).finditer(text, partial=True)
+              if m.partial and m.end() > m.start()]  # not the empty one at the end: anything may start there
+    return min(starts, default=None)
+
+
 class NarrationJudge:
     """What a narration sentence (model text before any decision) may never carry."""
 
@@ -286,6 +315,24 @@ class NarrationJudge:
         names = sorted({n for n in entity_names if n and len(n) > 2}, key=lambda n: (-len(n), n))
         self._names = (re.compile(r"(?<![\w])(" + "|".join(re.escape(n) for n in names) + r")(?![\w])", re.I)
                        if names else None)
+        self._forming = [p for p in (self._names, _PROMISE, _CLAIM, *VALUE_PATTERNS, PLACEHOLDER_RE, _MARKUP)
+                         if p is not None]
+
+    def releasable(self, partial: str) -> int:
+        """How many complete words of ``partial`` no violation can still grow into.
+
+        The words before the first one that a match of any of the judge's patterns (or the
+        canary) may be forming from, were the sentence to go on: ``"I'll"`` is held while
+        ``"I'll cancel…"`` may follow, ``"Desk"`` while ``"Desk Lamp"`` may.
+        """
+        text = normalize_text(partial)
+        words = re.findall(r"\S+\s+", text)
+        starts = [s for p in self._forming if (s := forming_at(p, text)) is not None]
+        n = len(words)
+        if starts:  # the complete words that end before the earliest forming match
+            n = len(re.findall(r"\S+\s+", text[: min(starts)]))
+        canary = canary_forming(re.findall(r"\S+\s*", text))
+        return n if canary is None else min(n, canary)
 
     async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
         return self.check(sentence, " ".join(released))

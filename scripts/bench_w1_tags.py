@@ -24,6 +24,12 @@ first narration character, the narration's close; and whether the variants chose
 (intent, sub-intent) as ``long``. Prints p50/p90 and the per-opening ratios to ``long``;
 writes JSON.
 
+Each run's narration chunks are kept with their times, and replayed through the narration gate
+(the support pack's narration judge, its product names) under both release policies of
+``pipeline.narration_release``: ``hold`` (3 words behind the model) and ``forming`` (every word
+no violation can still grow from) — the first *visible* narration word of the same decoded
+stream under each, the gate's own compute time included.
+
     python scripts/bench_w1_tags.py --limit 20 --out results/bench_w1_tags.json
     python scripts/bench_w1_tags.py --variants long,segments,parallel
 """
@@ -63,6 +69,41 @@ VARIANTS = {"long": ("long", False, False), "short": ("short", False, False), "s
             "parallel": ("long", True, True)}
 
 
+RELEASES = {"hold": {"forming": False, "hold_words": 3}, "forming": {"forming": True, "hold_words": 3}}
+
+
+async def visible_at(chunks: list[tuple[float, str]], names: list[str], policy: str) -> float | None:
+    """When the narration gate under ``policy`` first releases a word of this chunk stream (ms)."""
+    from pipelines.counters import Counters
+    from pipelines.gate import NarrationJudge, SentenceGate
+    from pipelines.guardrails.post import SentenceSplitter
+
+    gate = SentenceGate([NarrationJudge(names)], Counters(), lambda *a, **k: None, stage="narration", safe="…")
+    splitter, spent = SentenceSplitter(), 0.0
+    for at, chunk in chunks:
+        t = time.perf_counter()
+        out = [await gate.close(s) for s in splitter.feed(chunk)]
+        partial = splitter.pending.lstrip()
+        if partial:
+            out.append(await gate.stream(partial, **RELEASES[policy]))
+        spent += (time.perf_counter() - t) * 1000
+        if any(o and o.strip() for o in out):
+            return round(at + spent, 1)
+    t = time.perf_counter()
+    out = [await gate.close(s) for s in splitter.flush()]
+    spent += (time.perf_counter() - t) * 1000
+    return round(chunks[-1][0] + spent, 1) if chunks and any(o and o.strip() for o in out) else None
+
+
+def _names(text: str) -> list[str]:
+    """What the tandem turn's narration judge refuses on a first turn: products, names the user typed."""
+    from pipelines.domains.support.candidates import extract_user_candidates
+    from pipelines.domains.support.generator import PRODUCT_TEMPLATES
+
+    typed = extract_user_candidates(text)
+    return list(PRODUCT_TEMPLATES) + typed.get("first_name", []) + typed.get("last_name", [])
+
+
 def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
     """The W1 call of the tandem turn for ``text`` (a first turn) in this variant, and its stream."""
     tags, segments, parallel = VARIANTS[variant]
@@ -100,10 +141,11 @@ async def one_parallel(call: Any, meta: Any) -> dict[str, Any]:
                            "intent": None, "sub_intent": None, "error": None}
     t0 = time.perf_counter()
     task = asyncio.create_task(p._label_pair(call, labels, t0))
-    out["narration"] = ""
+    out["narration"], out["chunks"] = "", []
     try:
         async for chunk in p._narration_alone(call, text):
             out["narration"] += chunk
+            out["chunks"].append((round((time.perf_counter() - t0) * 1000, 1), chunk))
             if chunk.strip() and out["first_narration_ms"] is None:
                 out["first_narration_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         out["narration_closed_ms"] = round((time.perf_counter() - t0) * 1000, 1)
@@ -122,7 +164,7 @@ async def one(client: Any, call: Any, meta: Any) -> dict[str, Any]:
     parser = PerceptionParser(labels=labels, tags=tags)
     parser.feed(opening)
     out: dict[str, Any] = {"dispatch_ms": None, "first_narration_ms": None, "narration_closed_ms": None,
-                           "intent": None, "sub_intent": None, "error": None}
+                           "intent": None, "sub_intent": None, "error": None, "chunks": []}
     t0 = time.perf_counter()
     stream = make_stream()
     try:
@@ -133,6 +175,7 @@ async def one(client: Any, call: Any, meta: Any) -> dict[str, Any]:
                     out.update(dispatch_ms=round(now, 1), intent=ev.intent, sub_intent=ev.sub_intent)
                 elif isinstance(ev, NarrationDelta):
                     out["narration"] = out.get("narration", "") + ev.text
+                    out["chunks"].append((round(now, 1), ev.text))
                     if ev.text.strip() and out["first_narration_ms"] is None:
                         out["first_narration_ms"] = round(now, 1)
             if parser.narration_closed:
@@ -195,6 +238,8 @@ def main() -> int:
                     call, meta = build_call(variant, text, client)
                     run_one = one_parallel(call, meta) if VARIANTS[variant][2] else one(client, call, meta)
                     pair[variant] = await run_one
+                    for policy in RELEASES:
+                        pair[variant][f"visible_{policy}_ms"] = await visible_at(pair[variant]["chunks"], _names(text), policy)
                 rows.append(pair)
                 print(f"{i:2d} " + "  ".join(f"{v} {pair[v]['first_narration_ms']} ms {pair[v]['intent']}/"
                                              f"{pair[v]['sub_intent']}" for v in variants), flush=True)
@@ -207,7 +252,12 @@ def main() -> int:
     summary: dict[str, Any] = {}
     for v in variants:
         summary[v] = {k: _p([r[v][k] for r in measured]) for k in ("dispatch_ms", "first_narration_ms",
-                                                                     "narration_closed_ms")}
+                                                                     "narration_closed_ms", "visible_hold_ms",
+                                                                     "visible_forming_ms")}
+        pairs = [(r[v]["visible_hold_ms"], r[v]["visible_forming_ms"]) for r in measured
+                 if r[v]["visible_hold_ms"] and r[v]["visible_forming_ms"]]
+        summary[v]["hold_over_forming_visible_p50"] = (round(statistics.median(a / b for a, b in pairs), 2)
+                                                       if pairs else None)
         summary[v]["errors"] = sum(1 for r in measured if r[v]["error"])
     ratios = {}
     same = {}

@@ -30,6 +30,7 @@ __all__ = [
     "amount_cents",
     "extract_time_promises",
     "walk_strings",
+    "VALUE_PATTERNS",
 ]
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
@@ -135,6 +136,10 @@ def extract_amounts(text: str) -> set[int]:
         if cents is not None:
             out.add(cents)
     return out
+
+
+# Every pattern whose match is an id, an amount or a date (what a judge may look for as it forms).
+VALUE_PATTERNS: tuple[re.Pattern[str], ...] = (*ID_PATTERNS.values(), _MONEY, _TIME)
 
 
 def _norm_promise(raw: str) -> str:

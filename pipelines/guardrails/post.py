@@ -22,6 +22,8 @@ cannot be smuggled out in two halves across a sentence boundary.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -179,6 +181,22 @@ def canary_leak(text: str, context: str = "") -> bool:
     """True when ``context + text`` carries the deployment's canary token, or half of it (any judge may ask)."""
     flat = _flat(f"{normalize_text(context)[-_TAIL:]} {normalize_text(text)}")
     return any(w in flat for w in _windows(_flat(canary_token())))
+
+
+def canary_forming(words: list[str]) -> int | None:
+    """The index of the first of ``words`` that the canary may be growing from.
+
+    The longest tail of the flattened words that is part of the canary token: text that
+    goes on from it could still become a leaking window. ``None`` when no tail is.
+    """
+    token = _flat(canary_token())
+    flats = [_flat(normalize_text(w)) for w in words]
+    flat = "".join(flats)
+    size = next((n for n in range(min(len(flat), len(token)), 0, -1) if flat[-n:] in token), 0)
+    if not size:
+        return None
+    # the word holding the tail's first character: the first whose running end passes it
+    return bisect.bisect_right(list(itertools.accumulate(len(f) for f in flats)), len(flat) - size)
 
 
 def _windows(token: str) -> set[str]:

@@ -176,7 +176,8 @@ class Perception:
                 yield self._emit(out)
         partial = splitter.pending.lstrip()
         if partial:
-            new = await self.gate.stream(partial, hold_words=self.s.narration_hold_words)
+            new = await self.gate.stream(partial, hold_words=self.s.narration_hold_words,
+                                         forming=self.s.narration_release == "forming")
             if new:
                 yield self._emit(new)
 

@@ -35,7 +35,9 @@ def test_readme_session_narration_first_then_card_then_yes_then_handoff():
     h = TandemHarness()
     r = h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello", "Happy to help.")])
     kinds = [e.type for e in r.events]
-    assert kinds == ["narration.delta", "reply.delta", "done"] and r.status == "ok"
+    runs = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]  # the narration streams word by word
+    assert runs == ["narration.delta", "reply.delta", "done"] and r.status == "ok"
+    assert "".join(e.text for e in r.of("narration.delta")) == "Happy to help."
     assert r.reply.startswith("Hi! I can help with your orders")
     assert len(h.calls("orchestrator")) == 1  # Φ's `then: respond`: no orchestrator step
     _verify(h)

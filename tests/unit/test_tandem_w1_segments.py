@@ -177,6 +177,30 @@ def test_a_failed_narration_call_gives_the_safe_acknowledgement_and_keeps_the_la
     assert [f["section"] for f in h.sink.of("tandem.w1_failed")] == ["narration"]
 
 
+@pytest.mark.parametrize(("release", "streamed"), [
+    # forming: words go out while the sentence is written (no violation can grow from any of them)
+    ({"narration_release": "forming"}, True),
+    # hold 20 words behind the model: the 7-word sentence goes out whole at its close
+    ({"narration_release": "hold", "narration_hold_words": 20}, False),
+])
+def test_the_narration_release_setting_decides_how_far_behind_the_model_words_go_out(release, streamed):
+    settings = TandemSettings(w1_segments=True, w1_parallel_narration=True, **release)
+    h = TandemHarness(settings=settings)
+    sentence = "Let me look into that for you."
+    r = h.turn("Hi! What can you help me with?", orch=[beside(w1("greeting", "hello", sentence))] * 3)
+    deltas = [e.text for e in r.of("narration.delta")]
+    assert "".join(deltas) == sentence
+    assert (deltas[0] == "Let ") if streamed else (deltas == [sentence])
+
+
+def test_a_hold_of_words_is_refused_where_it_would_be_ignored():
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError, match="applies to narration_release: hold"):
+        TandemSettings(narration_hold_words=2)
+    assert TandemSettings(narration_release="hold", narration_hold_words=2).narration_hold_words == 2
+
+
 def test_parallel_narration_needs_the_labels_in_segments():
     import pydantic
     import pytest
