@@ -96,7 +96,7 @@ def _existing(tests: tuple[str, ...]) -> list[str]:
     missing = [t for t in tests if not (ROOT / t).exists()]
     if missing:
         raise SystemExit(f"test files listed in tests/mutation/targets.py are missing: {missing}")
-    return list(tests)
+    return list(dict.fromkeys(tests))  # a file listed by two parts of a profile, once
 
 
 def write_pyproject(src: Path, dst: Path, profile: Profile) -> None:

@@ -50,11 +50,14 @@ _KERNEL_TESTS = (
     "tests/unit/test_w1_parser_fixed.py",
     "tests/unit/test_config_errors_fixed.py",
     "tests/unit/test_grammar_tables_fixed.py",
+    "tests/unit/test_fixed_sgc_w1_psi.py",
+    "tests/unit/test_fixed_sgc_w2_w3.py",
 )
 _SUPPORT_TESTS = (
     "tests/unit/test_support_tools.py",
     "tests/unit/test_support_eligibility_table.py",
     "tests/unit/test_support_cards.py",
+    "tests/unit/test_fixed_grounding_more.py",  # eligibility and observations edges too
 )
 _CONTRACT_TESTS = (
     "tests/unit/test_dr_contract.py",
@@ -78,6 +81,7 @@ _GUARD_TESTS = (
     "tests/unit/test_guard_ids_fixed.py",
     "tests/unit/test_guard_normalize_fixed.py",
     "tests/unit/test_guard_post_fixed.py",
+    "tests/unit/test_fixed_guard_more.py",
 )
 
 _KERNEL_MODULES = (
@@ -106,6 +110,7 @@ _GROUNDING_TESTS = (
     "tests/unit/test_tandem_coach.py",
     "tests/unit/test_write_ledger.py",
     "tests/unit/test_dr_pipeline.py",
+    "tests/unit/test_fixed_grounding_more.py",
 )
 
 PROFILES: dict[str, Profile] = {
