@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 __all__ = [
     "canonical_json",
@@ -24,17 +25,23 @@ __all__ = [
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+    if isinstance(value, BaseModel):  # the fields a JSON dump writes, a set field sorted like any set
+        return {k: _plain(getattr(value, k)) for k in value.model_dump(mode="json")}
     if isinstance(value, (set, frozenset)):
-        return sorted(_plain(v) for v in value)
+        items = [_plain(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:  # objects do not order: by their canonical text
+            return sorted(items, key=canonical_json)
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
-    return value
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return to_jsonable_python(value)  # dates, enums, paths…: their JSON form, as a JSON-mode dump writes it
 
 
 def canonical_json(value: Any) -> str:

@@ -45,6 +45,9 @@ __all__ = [
 SECTIONS: tuple[str, ...] = ("INTENT", "SUB_INTENT", "NARRATION", "PLAN")
 
 
+_TAG_NAME = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
+
+
 class W1Tags(BaseModel):
     """The tag names the stream spells its sections with (section -> tag).
 
@@ -55,10 +58,12 @@ class W1Tags(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    INTENT: str = "INTENT"
-    SUB_INTENT: str = "SUB_INTENT"
-    NARRATION: str = "NARRATION"
-    PLAN: str = "PLAN"
+    # letters, digits and underscores: a "<" or ">" inside a name would make a close tag
+    # split across chunks impossible to hold back whole
+    INTENT: str = Field("INTENT", pattern=_TAG_NAME)
+    SUB_INTENT: str = Field("SUB_INTENT", pattern=_TAG_NAME)
+    NARRATION: str = Field("NARRATION", pattern=_TAG_NAME)
+    PLAN: str = Field("PLAN", pattern=_TAG_NAME)
 
     def open(self, section: str) -> str:
         return f"<{getattr(self, section)}>"
