@@ -4,6 +4,7 @@ Starts the embedded app (real Ray Serve + vLLM on the CPU) with the ``prompting`
 for N prompts sends, in one run and in a rotating order:
   * turn          — POST /v1/sessions/<fresh id>/turns over HTTP with SSE (proxy → ingress →
                     prompting pipeline → LLMServer), timed to the first ``reply.delta``;
+  * turn_grpc     — the same turn as ``tandem.v1.Assistant/StreamTurn`` through Serve's gRPC proxy;
   * openai_route  — POST /v1/chat/completions (stream) on the same app with the same messages and
                     decoding parameters (proxy → ingress → Ray Serve LLM's OpenAI path → LLMServer);
   * handle        — the identical ChatCompletionRequest from this driver through a Serve handle to
@@ -37,7 +38,7 @@ PROMPTS = [
     "I want to cancel my order, it is still pending.",
     "Do you ship to Canada?",
 ]
-PATHS = ("turn", "openai_route", "handle")
+PATHS = ("turn", "turn_grpc", "openai_route", "handle")
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -58,6 +59,19 @@ def app_turn(base: str, sid: str, text: str) -> tuple[float, float]:
         for line in r.iter_lines():
             if line.startswith("data: ") and ttft is None and '"reply.delta"' in line:
                 ttft = time.perf_counter() - t0
+    return (ttft or float("nan")) * 1000, (time.perf_counter() - t0) * 1000
+
+
+def grpc_turn(stub, app: str, sid: str, text: str) -> tuple[float, float]:
+    from serve.grpc_codec import proto_to_event
+    from serve.protos import assistant_pb2 as pb
+
+    t0 = time.perf_counter()
+    ttft = None
+    for msg in stub.StreamTurn(pb.TurnRequest(session_id=sid, text=text), metadata=(("application", app),),
+                               timeout=120):
+        if ttft is None and proto_to_event(msg).type == "reply.delta":
+            ttft = time.perf_counter() - t0
     return (ttft or float("nan")) * 1000, (time.perf_counter() - t0) * 1000
 
 
@@ -150,10 +164,18 @@ def main() -> int:
 
         loop = asyncio.new_event_loop()
         base = ep["openai"].removesuffix("/v1")
+        import grpc
+
+        from serve.protos import assistant_pb2_grpc
+
+        channel = grpc.insecure_channel(ep["grpc"])
+        stub = assistant_pb2_grpc.AssistantStub(channel)
 
         def one(name: str, i: int, text: str, call) -> tuple[float, float]:
             if name == "turn":
                 return app_turn(ep["http"], f"bench-{i}", text)
+            if name == "turn_grpc":
+                return grpc_turn(stub, ep["app"], f"bench-g{i}", text)
             if name == "openai_route":
                 return openai_turn(base, openai_body(gen.model_id, call))
             return loop.run_until_complete(direct_turn(handle, gen.model_id, call))
@@ -177,13 +199,17 @@ def main() -> int:
             "ratio_vs_handle": s["turn"]["p50"] / s["handle"]["p50"],
             "ratio_vs_openai_route_p90": s["turn"]["p90"] / s["openai_route"]["p90"],
             "ratio_vs_handle_p90": s["turn"]["p90"] / s["handle"]["p90"],
+            "grpc_ratio_vs_handle": s["turn_grpc"]["p50"] / s["handle"]["p50"],
+            "grpc_ratio_vs_openai_route": s["turn_grpc"]["p50"] / s["openai_route"]["p50"],
             "turns": ns.turns, "config": Path(ns.config).name, "max_reply_tokens": p.max_reply_tokens,
         }
         print(f"{'':14} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
         for name, v in s.items():
             print(f"{name:14} {v['p50']:10.1f} {v['p90']:10.1f} {v['e2e_p50']:10.1f} {v['e2e_p90']:10.1f}")
         print(f"turn / openai_route (p50) {result['ratio_vs_openai_route']:.3f}; "
-              f"turn / handle (p50) {result['ratio_vs_handle']:.3f}")
+              f"turn / handle (p50) {result['ratio_vs_handle']:.3f}; "
+              f"turn_grpc / handle (p50) {result['grpc_ratio_vs_handle']:.3f}")
+        channel.close()
         Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.out).write_text(json.dumps(result, indent=2))
         print(f"wrote {ns.out}")

@@ -25,9 +25,9 @@ first narration character, the narration's close; and whether the variants chose
 writes JSON.
 
 Each run's narration chunks are kept with their times, and replayed through the narration gate
-(the support pack's narration judge, its product names) under both release policies of
-``pipeline.narration_release``: ``hold`` (3 words behind the model) and ``forming`` (every word
-no violation can still grow from) — the first *visible* narration word of the same decoded
+(the support pack's narration judge, its product names) under both release policies:
+``hold`` (``pipeline.narration_hold_words: 3``, 3 words behind the model) and ``forming`` (the
+default, unset: every word no violation can still grow from) — the first *visible* narration word of the same decoded
 stream under each, the gate's own compute time included.
 
     python scripts/bench_w1_tags.py --limit 20 --out results/bench_w1_tags.json

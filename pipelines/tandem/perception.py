@@ -176,8 +176,8 @@ class Perception:
                 yield self._emit(out)
         partial = splitter.pending.lstrip()
         if partial:
-            new = await self.gate.stream(partial, hold_words=self.s.narration_hold_words,
-                                         forming=self.s.narration_release == "forming")
+            hold = self.s.narration_hold_words  # None: held only where a violation may be forming
+            new = await self.gate.stream(partial, hold_words=3 if hold is None else hold, forming=hold is None)
             if new:
                 yield self._emit(new)
 

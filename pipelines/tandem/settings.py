@@ -33,12 +33,10 @@ class TandemSettings(BaseModel):
         False, description="Decode W1's narration in its own call, started with the intent label's and run "
         "beside the label calls (not conditioned on the labels), so the first narration token waits for one "
         "prefill instead of both labels. The labels are the segments' (needs w1_segments).")
-    narration_release: Literal["forming", "hold"] = Field(
-        "forming", description="forming: narration words go out as soon as no violation can still grow from them "
-        "(the narration judge's patterns, matched partially); hold: a fixed `narration_hold_words` behind the model.")
-    narration_hold_words: int = Field(3, ge=0, le=20, description="With narration_release: hold, narration is "
-                                      "released this many words behind the model, so a violation spanning that "
-                                      "many words never gets out.")
+    narration_hold_words: int | None = Field(
+        None, ge=0, le=20, description="None: a narration word goes out as soon as no violation can still grow "
+        "from it (the narration judge's patterns, matched partially); a number: narration is released that many "
+        "words behind the model, so a violation spanning that many words never gets out.")
     slot_max_tokens: int = Field(64, ge=16, le=512)
     max_reply_tokens: int = Field(128, ge=1, le=4096)
     max_sentences: int = Field(3, ge=1, le=12)
@@ -63,12 +61,6 @@ class TandemSettings(BaseModel):
     def _parallel_needs_segments(self) -> TandemSettings:
         if self.w1_parallel_narration and not self.w1_segments:
             raise ValueError("w1_parallel_narration needs w1_segments: true (the labels are decoded alone)")
-        return self
-
-    @model_validator(mode="after")
-    def _hold_needs_hold(self) -> TandemSettings:
-        if "narration_hold_words" in self.model_fields_set and self.narration_release != "hold":
-            raise ValueError("narration_hold_words applies to narration_release: hold (it would be ignored)")
         return self
 
     @property

@@ -178,10 +178,10 @@ def test_a_failed_narration_call_gives_the_safe_acknowledgement_and_keeps_the_la
 
 
 @pytest.mark.parametrize(("release", "streamed"), [
-    # forming: words go out while the sentence is written (no violation can grow from any of them)
-    ({"narration_release": "forming"}, True),
+    # the default: words go out while the sentence is written (no violation can grow from any of them)
+    ({}, True),
     # hold 20 words behind the model: the 7-word sentence goes out whole at its close
-    ({"narration_release": "hold", "narration_hold_words": 20}, False),
+    ({"narration_hold_words": 20}, False),
 ])
 def test_the_narration_release_setting_decides_how_far_behind_the_model_words_go_out(release, streamed):
     settings = TandemSettings(w1_segments=True, w1_parallel_narration=True, **release)
@@ -191,14 +191,6 @@ def test_the_narration_release_setting_decides_how_far_behind_the_model_words_go
     deltas = [e.text for e in r.of("narration.delta")]
     assert "".join(deltas) == sentence
     assert (deltas[0] == "Let ") if streamed else (deltas == [sentence])
-
-
-def test_a_hold_of_words_is_refused_where_it_would_be_ignored():
-    import pydantic
-
-    with pytest.raises(pydantic.ValidationError, match="applies to narration_release: hold"):
-        TandemSettings(narration_hold_words=2)
-    assert TandemSettings(narration_release="hold", narration_hold_words=2).narration_hold_words == 2
 
 
 def test_parallel_narration_needs_the_labels_in_segments():
