@@ -82,6 +82,8 @@ _GUARD_TESTS = (
     "tests/unit/test_guard_normalize_fixed.py",
     "tests/unit/test_guard_post_fixed.py",
     "tests/unit/test_fixed_guard_more.py",
+    "tests/unit/test_gate.py",
+    "tests/unit/test_tandem_w1_segments.py",  # the narration gate inside the turn
 )
 
 _KERNEL_MODULES = (
@@ -92,7 +94,8 @@ _KERNEL_MODULES = (
     "pipelines/domains/support/observations.py",
     "pipelines/dr/contract.py",
 )
-_GUARD_MODULES = ("pipelines/guardrails/*",)
+# the guardrails, and the one fail-closed sentence gate with its judges
+_GUARD_MODULES = ("pipelines/guardrails/*", "pipelines/gate.py")
 # Grounded arguments: the enum constraint of tool and card arguments, and the backend's re-check.
 _GROUNDING_MODULES = (
     "pipelines/grounding.py",

@@ -199,3 +199,11 @@ def test_canary_forming_finds_the_word_a_canary_window_may_grow_from(monkeypatch
 
     monkeypatch.setattr(post, "canary_token", lambda: "tdmcnry42x")
     assert post.canary_forming(words) == first
+
+
+def test_canary_forming_takes_the_longest_tail_in_the_token(monkeypatch) -> None:
+    from pipelines.guardrails import post
+
+    monkeypatch.setattr(post, "canary_token", lambda: "btdmcnry42x")
+    # "abtdmc": "btdmc" (5 letters) is the longest tail in the token, and it starts in "ab"
+    assert post.canary_forming(["ab ", "tdmc"]) == 0

@@ -32,6 +32,7 @@ def test_length_at_and_over_the_limit() -> None:
     with pytest.raises(PayloadTooLarge) as info:
         _check_limits("a" * 4001, CFG)
     assert info.value.details == {"limit": 4000, "length": 4001}
+    assert info.value.message == "text is 4001 characters; the limit is 4000"
 
 
 def test_lines_at_and_over_the_limit() -> None:
