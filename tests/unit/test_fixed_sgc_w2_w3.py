@@ -17,11 +17,8 @@ Pins, with expected values written by hand from the rules in :mod:`pipelines.sgc
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
-from pipelines.sgc import w3
 from pipelines.sgc.psi import Paragraph, PsiTable
 from pipelines.sgc.w2 import ground, plan_conflicts
 from pipelines.sgc.w2_diff import (
@@ -40,7 +37,11 @@ from pipelines.sgc.w2_slots import (
     Repair,
     repair_entity_as_attribute,
 )
-from pipelines.sgc.w3 import BranchTable, IntentContext, resolve_cross_turn_state, schedule
+from pipelines.sgc.w3 import IntentContext, resolve_cross_turn_state, schedule
+from tests.unit import test_sgc_kernel_w3_table as w3_table
+
+draws = w3_table.draws  # the scripted-draws fixture of the W3 table
+table = w3_table.table
 
 FOX = OwnedEntity(name="Emberfox", level=10, evolved=False, nature="brave", skills=frozenset({"Flare"}))
 OWL = OwnedEntity(name="Tideowl", level=20, evolved=True, nature="calm", skills=frozenset({"Surf"}))
@@ -146,35 +147,6 @@ def test_an_entity_name_as_the_attribute_is_repaired_only_without_an_entity() ->
 # --- W3 ---------------------------------------------------------------------------------------
 
 C1 = IntentContext(intent="teaching")
-
-
-class ScriptedRandom:
-    """Stands in for random.Random in the kernel: returns the scripted draws in order."""
-
-    draws: list[float] = []
-
-    def __init__(self, seed: int) -> None:
-        self._draws = list(ScriptedRandom.draws)
-
-    def random(self) -> float:
-        return self._draws.pop(0)
-
-
-@pytest.fixture
-def draws(monkeypatch: pytest.MonkeyPatch):
-    """``draws([u_a, u_b, ..., r])`` scripts the next schedule call's draws."""
-    monkeypatch.setattr(w3, "random", SimpleNamespace(Random=ScriptedRandom))
-
-    def set_draws(values: list[float]) -> None:
-        ScriptedRandom.draws = list(values)
-
-    return set_draws
-
-
-def table(**kw) -> BranchTable:
-    base = {"version": "t-1", "branch": "teaching", "default_cooldown": 0, "pool": []}
-    base.update(kw)
-    return BranchTable.model_validate(base)
 
 
 EMPTY = resolve_cross_turn_state([], C1)
