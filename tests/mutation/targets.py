@@ -83,6 +83,8 @@ _GUARD_TESTS = (
     "tests/unit/test_guard_post_fixed.py",
     "tests/unit/test_fixed_guard_more.py",
     "tests/unit/test_gate.py",
+    "tests/unit/test_fixed_gate_release.py",
+    "tests/unit/test_fixed_gate_judges.py",
     "tests/unit/test_tandem_w1_segments.py",  # the narration gate inside the turn
 )
 

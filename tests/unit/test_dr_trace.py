@@ -14,11 +14,8 @@ import json
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import pipelines.telemetry as ptel
 from pipelines.domains.support import FIXTURES, build_support_domain, generate_world
 from pipelines.dr import DRPipeline, LocalToolRunner
 from pipelines.events import TurnRequest
@@ -83,12 +80,8 @@ def _request_model_imported() -> None:
 
 
 @pytest.fixture()
-def exporter(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    exp = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exp))
-    monkeypatch.setattr(ptel, "tracer", provider.get_tracer("tandem.pipelines"))
-    return exp
+def exporter(spans: InMemorySpanExporter) -> InMemorySpanExporter:
+    return spans
 
 
 def _session(orch: ScriptedHandle, gen: ScriptedHandle) -> TurnRunner:

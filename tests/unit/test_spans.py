@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import pipelines.telemetry as ptel
@@ -25,15 +23,6 @@ from pipelines.telemetry import ATTR, annotate, safe_text, stage_span
 
 EMAIL = "jane.doe@example.org"
 PHONE = "+1 415-555-0134"
-
-
-@pytest.fixture()
-def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(ptel, "tracer", provider.get_tracer("tandem.pipelines"))
-    return exporter
 
 
 def _by_name(exporter: InMemorySpanExporter) -> dict[str, Any]:
