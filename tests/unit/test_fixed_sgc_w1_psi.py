@@ -98,11 +98,12 @@ def test_plan_key_is_kind_order_then_turn_level_first_then_id(para: Paragraph, k
 
 def test_canonical_json_writes_a_model_s_fields_with_a_set_of_models_in_order() -> None:
     # the set's members are dicts, which do not order: sorted by their canonical text
-    plan = ParagraphPlan(paragraphs=(P("praise"),), required=frozenset({P("praise", "a")}))
-    assert canonical_json(plan) == (
-        '{"paragraphs":[{"constraint_id":null,"kind":"praise"}],'
-        '"required":[{"constraint_id":"a","kind":"praise"}]}'
-    )
+    for required in ({P("praise", "a"), P("apology", "b")}, {P("apology", "b"), P("praise", "a")}):
+        plan = ParagraphPlan(paragraphs=(P("praise"),), required=frozenset(required))
+        assert canonical_json(plan) == (
+            '{"paragraphs":[{"constraint_id":null,"kind":"praise"}],'
+            '"required":[{"constraint_id":"a","kind":"praise"},{"constraint_id":"b","kind":"apology"}]}'
+        )
 
 
 def test_equal_models_with_a_set_field_give_the_same_text() -> None:
