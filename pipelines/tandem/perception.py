@@ -177,7 +177,8 @@ class Perception:
         partial = splitter.pending.lstrip()
         if partial:
             hold = self.s.narration_hold_words  # None: held only where a violation may be forming
-            new = await self.gate.stream(partial, hold_words=3 if hold is None else hold, forming=hold is None)
+            new = await (self.gate.stream(partial) if hold is None
+                         else self.gate.stream(partial, hold_words=hold, forming=False))
             if new:
                 yield self._emit(new)
 
