@@ -41,6 +41,10 @@ class DomainTexts(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     safe_ack: str = Field(..., description="Delivered instead of a narration sentence the guard refuses.")
+    narration_completion: str = Field(
+        "look into that.", min_length=1,
+        description="Ends a narration sentence whose opening words (\"I'll\", \"we will\") already went out "
+                    "when the rest was refused: \"I'll\" + this.")
     fallback: str = Field(..., description="The conservative reply of a turn that fell back.")
     handoff: str = Field(..., description="The reply of an escalation to a person.")
     declined: str = Field("", description="The reply when the user declines a pending action.")

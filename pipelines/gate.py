@@ -249,8 +249,9 @@ class SentenceGate:
         """The sentence :meth:`stream` was releasing is complete: its remainder, or the safe wording.
 
         Judged whole; when it passes, the rest of it is released. When it fails, nothing
-        more of it is; the safe wording follows as a sentence of its own (a fragment that
-        already went out never carried the violation).
+        more of it is: a judge's ending for the fragment that already went out completes it
+        when the whole passes (``"I'll"`` + ``"look into that."``), else the safe wording
+        follows as a sentence of its own (a fragment that went out never carried the violation).
         """
         streamed, self._streamed, self._blocked_partial = self._streamed, 0, False
         if not streamed:
@@ -259,8 +260,44 @@ class SentenceGate:
         out = await self.release(sentence)
         if self.withheld == withheld:
             return sentence[streamed:]
+        completed = await self._complete(sentence[:streamed], out)
         # stream() releases whole words with their whitespace: the safe wording follows as is
-        return out
+        return out if completed is None else completed
+
+    async def _complete(self, fragment: str, out: str | None) -> str | None:
+        """A judge's ending for a released ``fragment`` whose sentence was refused, when the whole passes.
+
+        The first judge with a ``completion(fragment) -> str | None`` method that has one for this
+        fragment gives it; fragment + ending is judged like any sentence and then recorded as
+        released in place of the safe wording (``out``, when one was recorded).
+        """
+        ending = None
+        for judge in self.judges:
+            complete = getattr(judge, "completion", None)
+            ending = complete(fragment) if complete is not None else None
+            if ending:
+                break
+        if not ending:
+            return None
+        released = self.released[:-1] if out is not None else self.released
+        whole = fragment + ending
+        verdicts: list[tuple[Any, Judgement]] = []
+        for judge in self.judges:
+            try:
+                verdict = await judge.judge(whole, released)
+            except Exception:  # fail closed: the safe wording stands
+                return None
+            if verdict.violations:
+                return None
+            verdicts.append((judge, verdict))
+        self._accepted(verdicts)
+        if out is not None:
+            self.released[-1] = whole
+        else:
+            self.released.append(whole)
+            self.replaced += 1
+        self._log("complete", [], whole)
+        return ending
 
     def summary(self) -> dict[str, Any]:
         """What the gate did this turn (stored in the turn's meta)."""
@@ -283,16 +320,20 @@ class GuardrailsJudge:
 _OUTCOME = (r"(?:cancel\w*|refund\w*|send|sent|ship\w*|deliver\w*|replac\w*|fix\w*|credit\w*|return\w*|"
             r"exchang\w*|chang\w*|updat\w*|modif\w*|process\w*|approv\w*|transfer\w*|complet\w*)")
 _PROMISE = re.compile(
-    rf"\b(?:i(?:'ll| will)|we(?:'ll| will)|you(?:'ll| will))\s+(?:\w+\s+){{0,2}}?{_OUTCOME}\b"
+    rf"\b(?:i(?:['’]ll| will)|we(?:['’]ll| will)|you(?:['’]ll| will))\s+(?:\w+\s+){{0,2}}?{_OUTCOME}\b"
     r"|\b(guarantee\w*|promise\w*|definitely|for sure|right away)\b|\bmake sure\b", re.I)
 _CLAIM = re.compile(
-    rf"\b(?:i|we)(?:'ve| have)\s+(?:already\s+|now\s+|just\s+)?{_OUTCOME}\b"
+    rf"\b(?:i|we)(?:['’]ve| have)\s+(?:already\s+|now\s+|just\s+)?{_OUTCOME}\b"
     rf"|\b(?:has|have|had) (?:now |already )?been\s+{_OUTCOME}\b"
     rf"|\b(?:is|are) (?:now |already )?(?:cancelled|canceled|refunded|processed|updated|changed|returned|"
     r"exchanged|approved|completed|shipped|delivered|done)\b"
     rf"|\b(?:i|we) (?:just )?(?:cancelled|canceled|refunded|processed|updated|changed|returned|exchanged|"
     r"approved|completed|transferred)\b", re.I)
 _MARKUP = re.compile(r"[<>{}\[\]]")
+# the subject a promise opens with that an ending can still make harmless ("I'll" + "look into that.")
+_SUBJECT = r"\b(?:i|we)(?:['’]ll| will)\s+"
+_SUBJECT_AT = re.compile(_SUBJECT, re.I)
+_SUBJECT_END = re.compile(_SUBJECT + r"$", re.I)
 
 
 @functools.cache
@@ -311,7 +352,8 @@ def forming_at(pattern: re.Pattern[str], text: str) -> int | None:
 class NarrationJudge:
     """What a narration sentence (model text before any decision) may never carry."""
 
-    def __init__(self, entity_names: Iterable[str] = ()) -> None:
+    def __init__(self, entity_names: Iterable[str] = (), completion: str | None = None) -> None:
+        self.ending = completion
         names = sorted({n for n in entity_names if n and len(n) > 2}, key=lambda n: (-len(n), n))
         self._names = (re.compile(r"(?<![\w])(" + "|".join(re.escape(n) for n in names) + r")(?![\w])", re.I)
                        if names else None)
@@ -322,17 +364,25 @@ class NarrationJudge:
         """How many complete words of ``partial`` no violation can still grow into.
 
         The words before the first one that a match of any of the judge's patterns (or the
-        canary) may be forming from, were the sentence to go on: ``"I'll"`` is held while
-        ``"I'll cancel…"`` may follow, ``"Desk"`` while ``"Desk Lamp"`` may.
+        canary) may be forming from, were the sentence to go on: ``"Desk"`` is held while
+        ``"Desk Lamp"`` may follow, ``"I'll"`` while ``"I'll cancel…"`` may — unless the judge has
+        a ``completion``: then a promise's subject (``"I'll"``, ``"we will"``) goes out when nothing
+        else forms before its end, the words after it are held while an outcome may follow, and
+        a refused sentence is ended with the completion (:meth:`completion`).
         """
         text = normalize_text(partial)
-        words = re.findall(r"\S+\s+", text)
-        starts = [s for p in self._forming if (s := forming_at(p, text)) is not None]
-        n = len(words)
-        if starts:  # the complete words that end before the earliest forming match
-            n = len(re.findall(r"\S+\s+", text[: min(starts)]))
+        starts = {id(p): s for p in self._forming if (s := forming_at(p, text)) is not None}
+        cut = min(starts.values(), default=len(text))  # the words that end before the earliest forming match
+        subject = _SUBJECT_AT.match(text, cut) if self.ending and starts.get(id(_PROMISE)) == cut else None
+        if subject and all(s >= subject.end() for k, s in starts.items() if k != id(_PROMISE)):
+            cut = subject.end()
+        n = len(re.findall(r"\S+\s+", text[:cut]))
         canary = canary_forming(re.findall(r"\S+\s*", text))
         return n if canary is None else min(n, canary)
+
+    def completion(self, fragment: str) -> str | None:
+        """The ending of a refused sentence whose released ``fragment`` ends with a promise's subject."""
+        return self.ending if self.ending and _SUBJECT_END.search(normalize_text(fragment)) else None
 
     async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
         return self.check(sentence, " ".join(released))

@@ -183,17 +183,23 @@ def canary_leak(text: str, context: str = "") -> bool:
     return any(w in flat for w in _windows(_flat(canary_token())))
 
 
+CANARY_TAIL_MIN = 3
+
+
 def canary_forming(words: list[str]) -> int | None:
     """The index of the first of ``words`` that the canary may be growing from.
 
-    The longest tail of the flattened words that is part of the canary token: text that
-    goes on from it could still become a leaking window. ``None`` when no tail is.
+    The longest tail of the flattened words that is part of the canary token, when it is at
+    least ``CANARY_TAIL_MIN`` characters: text that goes on from it could still become a
+    leaking window. A shorter tail (``"e"`` of "see", ``"nd"`` of "and") ends most words and
+    tells nothing of the token; whatever follows it is judged with it before it goes out,
+    so a window across it is still never released. ``None`` when no tail is.
     """
     token = _flat(canary_token())
     flats = [_flat(normalize_text(w)) for w in words]
     flat = "".join(flats)
     size = next((n for n in range(min(len(flat), len(token)), 0, -1) if flat[-n:] in token), 0)
-    if not size:
+    if size < CANARY_TAIL_MIN:
         return None
     # the word holding the tail's first character: the first whose running end passes it
     return bisect.bisect_right(list(itertools.accumulate(len(f) for f in flats)), len(flat) - size)

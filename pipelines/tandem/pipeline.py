@@ -192,8 +192,8 @@ class TandemPipeline:
         history = [(t.user_text, t.reply_text) for t in ctx.history[-s.history_turns:]] if s.history_turns else []
         history = [(vault.redact(normalize_text(u)), vault.redact(normalize_text(r))) for u, r in history]
         w1_messages = perception_messages(self.head, history, facts.user_text)
-        narration_gate = SentenceGate([NarrationJudge(d.entity_names(facts))], self.counters, emit,
-                                      stage="narration", safe=d.texts.safe_ack)
+        judge = NarrationJudge(d.entity_names(facts), completion=d.texts.narration_completion)
+        narration_gate = SentenceGate([judge], self.counters, emit, stage="narration", safe=d.texts.safe_ack)
         slots: dict[str, asyncio.Task[Any]] = {}
 
         def on_c1(intent: str, sub_intent: str) -> None:

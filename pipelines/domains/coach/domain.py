@@ -36,6 +36,7 @@ __all__ = ["DomainPack", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"
 
 COACH_TEXTS = DomainTexts(
     safe_ack="Let me look at your team.",
+    narration_completion="look at your team.",
     fallback="Sorry, I can't work that out right now. Could you ask me again in a moment?",
     handoff="A coach from our team will pick this up with you.",
     clarify={"details": "Could you tell me a bit more about what you'd like help with?",

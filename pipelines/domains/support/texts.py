@@ -55,6 +55,7 @@ REFUSALS: dict[str, str] = {
 
 SUPPORT_TEXTS = DomainTexts(
     safe_ack="Let me look into that for you.",
+    narration_completion="look into that for you.",
     fallback=(
         "I'm sorry, I can't complete that right now. I can help with your orders, returns, "
         "exchanges and account questions."
