@@ -12,7 +12,10 @@
     parallel    (``w1_parallel_narration``) the narration decoded in its own call — its own
                 short prompt (the request), one sentence — started with the intent label's and
                 run beside the two label calls: the first narration token waits for one small
-                prefill, not for the labels;
+                prefill, not for the labels; with ``w1_narration_lead_ms`` the label calls
+                start once the narration's first word went out (its prefill and first
+                tokens run alone; the labels' prefill would stall them), or when the lead
+                runs out;
                 the orchestrator reads the labels alone and may start (``on_labels``) while
                 the narration still streams
     narration   each sentence through the narration gate, released at once; a refused
@@ -206,17 +209,32 @@ class Perception:
         if self.on_labels is not None:
             self.on_labels()
 
+    async def after_lead(self, first: asyncio.Event, work: Any) -> Any:
+        """``work`` (a coroutine) once the narration's first word went out, or ``w1_narration_lead_ms`` passed."""
+        try:
+            if self.s.w1_narration_lead_ms > 0:
+                await asyncio.wait_for(first.wait(), self.s.w1_narration_lead_ms / 1000)
+        except TimeoutError:
+            pass
+        except BaseException:  # cancelled while waiting: the work never starts
+            work.close()
+            raise
+        return await work
+
     async def _parallel(self, call: ModelCall, labels: dict[str, list[str]], splitter: SentenceSplitter,
                         t0: float, user_text: str) -> AsyncIterator[NarrationDelta]:
         """Narration streamed while the labels are decoded beside it (see module docstring)."""
-        task = asyncio.create_task(self._labels_beside(call, labels, t0))
+        first = asyncio.Event()
+        task = asyncio.create_task(self.after_lead(first, self._labels_beside(call, labels, t0)))
         try:
             try:
                 async for text in self._narration_alone(call, user_text):
                     async for d in self._narrate(splitter, text):
+                        first.set()  # a word is out: the labels may start
                         yield d
             except (UpstreamError, InvalidModelOutput) as exc:
                 self.emit("tandem.w1_failed", code=exc.code, message=exc.message[:200], section="narration")
+            first.set()  # the narration ended (or failed) without a token: nothing to wait for
             await task
         finally:
             if not task.done():

@@ -33,6 +33,10 @@ class TandemSettings(BaseModel):
         False, description="Decode W1's narration in its own call, started with the intent label's and run "
         "beside the label calls (not conditioned on the labels), so the first narration token waits for one "
         "prefill instead of both labels. The labels are the segments' (needs w1_segments).")
+    w1_narration_lead_ms: float = Field(
+        0.0, ge=0.0, le=2000.0, description="With w1_parallel_narration: the label calls start when the narration's "
+        "first word went out, or after this many ms, whichever is first (the narration's prefill and first tokens "
+        "run alone; the labels' prefill, batched with them, would stall them); 0 starts them together.")
     narration_hold_words: int | None = Field(
         None, ge=0, le=20, description="None: a narration word goes out as soon as no violation can still grow "
         "from it (the narration judge's patterns, matched partially); a number: narration is released that many "

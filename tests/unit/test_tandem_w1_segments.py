@@ -190,7 +190,8 @@ def test_the_narration_release_setting_decides_how_far_behind_the_model_words_go
     r = h.turn("Hi! What can you help me with?", orch=[beside(w1("greeting", "hello", sentence))] * 3)
     deltas = [e.text for e in r.of("narration.delta")]
     assert "".join(deltas) == sentence
-    assert (deltas[0] == "Let ") if streamed else (deltas == [sentence])
+    # the engine double sends 7 characters a chunk: both complete words of the first go out with it
+    assert (deltas[0] == "Let me ") if streamed else (deltas == [sentence])
 
 
 def test_parallel_narration_needs_the_labels_in_segments():
@@ -237,3 +238,105 @@ def test_the_narration_prompt_is_the_request_after_fixed_examples() -> None:
     assert a[:-1] == b[:-1]  # a fixed head: the engine's prefix cache holds it across turns and sessions
     assert a[-1].content == "Where is my order #W1000001?"
     assert canary_token() in a[0].content and "one short sentence" in a[0].content
+
+
+@pytest.mark.parametrize(("narration", "delivered"), [
+    # the subject goes out with the first chunk; the promise after it is refused and the domain ends it
+    ("I'll cancel your order right away.", "I'll look into that for you."),
+    # no promise follows: the sentence goes out as the model wrote it
+    ("I'll see what I can do.", "I'll see what I can do."),
+])
+def test_a_narration_opening_with_i_will_goes_out_at_once_and_a_promise_after_it_is_ended_safely(
+        narration, delivered):
+    h = TandemHarness(settings=PARALLEL)
+    r = h.turn("Hi! What can you help me with?", orch=[beside(w1("greeting", "hello", narration))] * 3)
+    deltas = [e.text for e in r.of("narration.delta")]
+    assert deltas[0] == "I'll " and "".join(deltas) == delivered
+    assert h.domain.texts.narration_completion == "look into that for you."
+
+
+def _logged(h: TandemHarness, hold: dict[str, Any] | None = None, pause_s: float = 0.0) -> list[tuple[str, str]]:
+    """Record when each W1 call starts and sends a chunk; ``hold`` maps a call name to an event it awaits
+    before its first chunk; the narration pauses ``pause_s`` after each chunk (time for the labels to start)."""
+    import asyncio
+
+    log: list[tuple[str, str]] = []
+    play = h.models.stream
+
+    async def stream(role: str, call: Any) -> Any:
+        name = "narration" if _is_narration(call) else "label" if call.prefix else role
+        log.append(("start", name))
+        if hold and name in hold:
+            await hold[name].wait()
+        async for part in play(role, call):
+            log.append(("chunk", name))
+            yield part
+            if name == "narration" and pause_s:
+                await asyncio.sleep(pause_s)
+
+    h.models.stream = stream  # type: ignore[method-assign]
+    return log
+
+
+def test_without_a_lead_the_labels_start_before_the_narrations_first_word():
+    h = TandemHarness(settings=PARALLEL)
+    log = _logged(h)
+    h.turn("Hi! What can you help me with?", orch=[beside(w1("greeting", "hello", "Happy to help."))] * 3)
+    assert log.index(("start", "label")) < log.index(("chunk", "narration"))
+
+
+def test_with_a_lead_the_labels_start_after_the_narrations_first_word_went_out():
+    h = TandemHarness(settings=PARALLEL.model_copy(update={"w1_narration_lead_ms": 2000.0}))
+    log = _logged(h, pause_s=0.05)
+    narration = "Absolutely, happy to help."  # 7 characters a chunk: no word is complete in the first
+    r = h.turn("Hi, my email is alex.rivera@example.com", orch=[beside(w1("greeting", "hello", narration))] * 3
+               + [j(decision="respond")])
+    assert log[:3] == [("start", "narration"), ("chunk", "narration"), ("chunk", "narration")]
+    assert log[3] == ("start", "label")  # when "Absolutely, " went out with the second chunk, not before
+    assert h.meta["c1"] == {"intent": "greeting", "sub_intent": "hello"}
+    assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"  # Φ ran on the labels
+    assert "".join(e.text for e in r.of("narration.delta")) == narration
+
+
+def test_a_narration_slower_than_the_lead_does_not_hold_the_labels_back():
+    import asyncio
+
+    h = TandemHarness(settings=PARALLEL.model_copy(update={"w1_narration_lead_ms": 1.0}))
+    labels_done = asyncio.Event()
+    log = _logged(h, hold={"narration": labels_done})
+    play = beside(w1("greeting", "hello", "Happy to help."))
+    seen = []
+
+    def answer(call: Any) -> str:  # the sub-intent label call releases the narration
+        if call.prefix and "<SUB_INTENT>" in call.prefix:
+            seen.append(call.prefix)
+            labels_done.set()
+        return play(call)
+
+    r = h.turn("Hi! What can you help me with?", orch=[answer] * 3 + [j(decision="respond")])
+    assert log.index(("start", "label")) < log.index(("chunk", "narration"))  # the lead ran out first
+    assert h.meta["c1"] == {"intent": "greeting", "sub_intent": "hello"} and seen
+    assert "".join(e.text for e in r.of("narration.delta")) == "Happy to help."
+
+
+def test_with_a_lead_a_failed_narration_lets_the_labels_start_at_once():
+    from pipelines.errors import UpstreamError
+
+    h = TandemHarness(settings=PARALLEL.model_copy(update={"w1_narration_lead_ms": 2000.0}))
+    label = segment(w1("greeting", "hello"))
+    r = h.turn("Hi, my email is alex.rivera@example.com",
+               orch=[UpstreamError("engine down"), label, label, j(decision="respond")])
+    assert "".join(e.text for e in r.of("narration.delta")) == h.domain.texts.safe_ack
+    assert h.meta["c1"] == {"intent": "greeting", "sub_intent": "hello"}
+    assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"
+
+
+def test_the_lead_is_bounded():
+    import pydantic
+
+    assert TandemSettings().w1_narration_lead_ms == 0.0
+    TandemSettings(w1_narration_lead_ms=2000.0)
+    with pytest.raises(pydantic.ValidationError):
+        TandemSettings(w1_narration_lead_ms=2000.5)
+    with pytest.raises(pydantic.ValidationError):
+        TandemSettings(w1_narration_lead_ms=-0.5)
