@@ -13,7 +13,13 @@ every tag is forced text that is still decoded one token at a time. Three ways t
                  decoded;
 * ``parallel`` — the labels in segments and, beside them, the narration in its own call
                  (``pipeline.w1_parallel_narration: true``): the first narration token waits for one
-                 prefill, not for the labels.
+                 prefill, not for the labels;
+* ``lead``     — ``parallel`` with ``pipeline.w1_narration_lead_ms: 200``: the label calls start when
+                 the narration's first word went out (or 200 ms passed), so the narration's prefill
+                 and first tokens run alone.
+
+And a reference beside them: ``prompting``, the prompting turn's one generator call for the same
+opening (its system prompt, the request), whose first token is visible at once (no gate).
 
 The bench starts the embedded app (real Ray Serve + vLLM on the CPU), builds the W1 call of
 each tau2 opening exactly as the tandem turn builds it (the support pack's head, labels, intent
@@ -26,9 +32,11 @@ writes JSON.
 
 Each run's narration chunks are kept with their times, and replayed through the narration gate
 (the support pack's narration judge, its product names) under both release policies:
-``hold`` (``pipeline.narration_hold_words: 3``, 3 words behind the model) and ``forming`` (the
-default, unset: every word no violation can still grow from) — the first *visible* narration word of the same decoded
-stream under each, the gate's own compute time included.
+``hold`` (``pipeline.narration_hold_words: 3``, 3 words behind the model), ``forming`` (unset:
+every word no violation can still grow from) and ``complete`` (the default: ``forming`` with the
+pack's narration completion, so "I'll" goes out at once and a promise after it is ended safely) —
+the first *visible* narration word of the same decoded stream under each, the gate's own compute
+time included.
 
     python scripts/bench_w1_tags.py --limit 20 --out results/bench_w1_tags.json
     python scripts/bench_w1_tags.py --variants long,segments,parallel
@@ -65,20 +73,25 @@ def _p(xs: list[float | None]) -> dict[str, Any]:
     return {"p50": _pct(vals, 0.5), "p90": _pct(vals, 0.9), "n": len(vals)}
 
 
-VARIANTS = {"long": ("long", False, False), "short": ("short", False, False), "segments": ("long", True, False),
-            "parallel": ("long", True, True)}
+VARIANTS = {"long": ("long", False, False, 0.0), "short": ("short", False, False, 0.0),
+            "segments": ("long", True, False, 0.0), "parallel": ("long", True, True, 0.0),
+            "lead": ("long", True, True, 200.0)}
 
 
-RELEASES = {"hold": {"forming": False, "hold_words": 3}, "forming": {"forming": True, "hold_words": 3}}
+RELEASES = {"hold": {"forming": False, "hold_words": 3}, "forming": {"forming": True, "hold_words": 3},
+            "complete": {"forming": True, "hold_words": 3}}
 
 
 async def visible_at(chunks: list[tuple[float, str]], names: list[str], policy: str) -> float | None:
     """When the narration gate under ``policy`` first releases a word of this chunk stream (ms)."""
     from pipelines.counters import Counters
+    from pipelines.domains.support.texts import SUPPORT_TEXTS
     from pipelines.gate import NarrationJudge, SentenceGate
     from pipelines.guardrails.post import SentenceSplitter
 
-    gate = SentenceGate([NarrationJudge(names)], Counters(), lambda *a, **k: None, stage="narration", safe="…")
+    ending = SUPPORT_TEXTS.narration_completion if policy == "complete" else None
+    gate = SentenceGate([NarrationJudge(names, completion=ending)], Counters(), lambda *a, **k: None,
+                        stage="narration", safe="…")
     splitter, spent = SentenceSplitter(), 0.0
     for at, chunk in chunks:
         t = time.perf_counter()
@@ -106,23 +119,46 @@ def _names(text: str) -> list[str]:
 
 def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
     """The W1 call of the tandem turn for ``text`` (a first turn) in this variant, and its stream."""
-    tags, segments, parallel = VARIANTS[variant]
+    tags, segments, parallel, lead = VARIANTS[variant]
     from pipelines.domains import load_domain
     from pipelines.tandem.perception import Perception
     from pipelines.tandem.prompts import orchestrator_head, perception_messages
     from pipelines.tandem.settings import TandemSettings
 
-    settings = TandemSettings(w1_tags=tags, w1_segments=segments, w1_parallel_narration=parallel)
+    settings = TandemSettings(w1_tags=tags, w1_segments=segments, w1_parallel_narration=parallel,
+                              w1_narration_lead_ms=lead)
     domain = load_domain("support")
 
     class Timed(Perception):
-        """The tandem W1 with Φ replaced by a note of when the labels closed."""
+        """The tandem W1 with Φ replaced by a note of when the labels closed, and the narration's chunks
+        kept with their times (from the W1 start)."""
+
+        t0 = 0.0
 
         def _on_sub_intent(self, ev: Any, t0: float) -> None:
             self.labels_at = (ev.intent, ev.sub_intent, round((time.perf_counter() - t0) * 1000, 1))
 
-    p = (Timed if parallel else Perception)(domain, client, None, settings, snapshot={}, caller=None,  # type: ignore[arg-type]
-                                            gate=None, counters=None, emit=lambda *a, **k: None)
+        def _narration_alone(self, call: Any, user_text: str) -> Any:
+            inner = super()._narration_alone(call, user_text)
+
+            async def kept() -> Any:
+                async for chunk in inner:
+                    self.chunks.append((round((time.perf_counter() - self.t0) * 1000, 1), chunk))
+                    yield chunk
+            self.chunks: list[tuple[float, str]] = []
+            return kept()
+
+    if parallel:  # the turn's own W1 code runs, with the default narration gate (the pack's completion)
+        from pipelines.counters import Counters
+        from pipelines.gate import NarrationJudge, SentenceGate
+
+        judge = NarrationJudge(_names(text), completion=domain.texts.narration_completion)
+        gate = SentenceGate([judge], Counters(), lambda *a, **k: None, stage="narration", safe=domain.texts.safe_ack)
+        p: Any = Timed(domain, client, None, settings, snapshot={}, caller=None,  # type: ignore[arg-type]
+                       gate=gate, counters=Counters(), emit=lambda *a, **k: None)
+    else:
+        p = Perception(domain, client, None, settings, snapshot={}, caller=None,  # type: ignore[arg-type]
+                       gate=None, counters=None, emit=lambda *a, **k: None)
     messages = perception_messages(orchestrator_head(domain, settings.tags), [], text)
     call, labels = p.call(messages, text)
 
@@ -135,25 +171,51 @@ def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
 
 
 async def one_parallel(call: Any, meta: Any) -> dict[str, Any]:
-    """The ``parallel`` variant: the narration call and the label pair at once, as the tandem turn runs them."""
+    """The ``parallel`` / ``lead`` variants: the tandem turn's own W1 code (narration through the default
+    gate, the label pair beside it, started as ``w1_narration_lead_ms`` says); ``visible_live_ms`` is when
+    the gate released the first word during the run."""
+    from pipelines.guardrails.post import SentenceSplitter
+
     p, labels, text = meta
     out: dict[str, Any] = {"dispatch_ms": None, "first_narration_ms": None, "narration_closed_ms": None,
-                           "intent": None, "sub_intent": None, "error": None}
-    t0 = time.perf_counter()
-    task = asyncio.create_task(p._label_pair(call, labels, t0))
-    out["narration"], out["chunks"] = "", []
+                           "visible_live_ms": None, "intent": None, "sub_intent": None, "error": None}
+    p.t0 = t0 = time.perf_counter()
     try:
-        async for chunk in p._narration_alone(call, text):
-            out["narration"] += chunk
-            out["chunks"].append((round((time.perf_counter() - t0) * 1000, 1), chunk))
-            if chunk.strip() and out["first_narration_ms"] is None:
-                out["first_narration_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        out["narration_closed_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        await task
+        async for delta in p._parallel(call, labels, SentenceSplitter(), t0, text):
+            if delta.text.strip() and out["visible_live_ms"] is None:
+                out["visible_live_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         out["intent"], out["sub_intent"], out["dispatch_ms"] = p.labels_at
     except Exception as exc:  # a bad stream is a result of the bench, not its end
-        task.cancel()
         out["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    out["chunks"] = list(p.chunks)
+    out["narration"] = "".join(c for _, c in p.chunks)
+    firsts = [at for at, c in p.chunks if c.strip()]
+    out["first_narration_ms"] = firsts[0] if firsts else None
+    out["narration_closed_ms"] = p.chunks[-1][0] if p.chunks else None
+    return out
+
+
+async def one_prompting(client: Any, text: str) -> dict[str, Any]:
+    """The prompting turn's one generator call for ``text`` (a first turn), as that pipeline builds it."""
+    from types import SimpleNamespace
+
+    from pipelines.prompting import PromptingPipeline, PromptingSettings
+    from pipelines.registry import DEFAULT_SYSTEM_PROMPT
+
+    ctx = SimpleNamespace(request=SimpleNamespace(text=text, locale="en-US"), history=[])
+    call = PromptingPipeline(client, PromptingSettings(system_prompt=DEFAULT_SYSTEM_PROMPT)).build_call(ctx)
+    out: dict[str, Any] = {"first_token_ms": None, "error": None}
+    t0 = time.perf_counter()
+    stream = client.stream("generator", call)
+    try:
+        async for chunk in stream:
+            if chunk.strip():
+                out["first_token_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+                break
+    except Exception as exc:  # a bad stream is a result of the bench, not its end
+        out["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        await stream.aclose()
     return out
 
 
@@ -228,13 +290,17 @@ def main() -> int:
         wait_app_running(ends["app"], timeout_s=600)
         model_id = next(iter(args["models"].values()))["model_id"]
         handle = serve.get_deployment_handle(f"LLMServer:{model_id}", app_name=ends["app"])
-        client = ServeModelClient({"orchestrator": (handle, model_id)})
+        client = ServeModelClient({"orchestrator": (handle, model_id), "generator": (handle, model_id)})
 
         async def run() -> None:
             for i, text in enumerate(texts):
-                order = variants[i % len(variants):] + variants[:i % len(variants)]  # rotate who goes first
+                runs = [*variants, "prompting"]
+                order = runs[i % len(runs):] + runs[:i % len(runs)]  # rotate who goes first
                 pair: dict[str, Any] = {"text": text, "warmup": i < ns.warmup}
                 for variant in order:
+                    if variant == "prompting":
+                        pair[variant] = await one_prompting(client, text)
+                        continue
                     call, meta = build_call(variant, text, client)
                     run_one = one_parallel(call, meta) if VARIANTS[variant][2] else one(client, call, meta)
                     pair[variant] = await run_one
@@ -251,15 +317,23 @@ def main() -> int:
     measured = [r for r in rows if not r["warmup"]]
     summary: dict[str, Any] = {}
     for v in variants:
-        summary[v] = {k: _p([r[v][k] for r in measured]) for k in ("dispatch_ms", "first_narration_ms",
+        summary[v] = {k: _p([r[v].get(k) for r in measured]) for k in ("dispatch_ms", "first_narration_ms",
                                                                      "narration_closed_ms", "visible_hold_ms",
-                                                                     "visible_forming_ms")}
+                                                                     "visible_forming_ms", "visible_complete_ms",
+                                                                     "visible_live_ms")}
         pairs = [(r[v]["visible_hold_ms"], r[v]["visible_forming_ms"]) for r in measured
                  if r[v]["visible_hold_ms"] and r[v]["visible_forming_ms"]]
         summary[v]["hold_over_forming_visible_p50"] = (round(statistics.median(a / b for a, b in pairs), 2)
                                                        if pairs else None)
         summary[v]["errors"] = sum(1 for r in measured if r[v]["error"])
+    summary["prompting"] = {"first_token_ms": _p([r["prompting"]["first_token_ms"] for r in measured]),
+                            "errors": sum(1 for r in measured if r["prompting"]["error"])}
     ratios = {}
+    for v in variants:  # the first visible narration word over the prompting turn's first token, per opening
+        pairs = [(r[v]["visible_complete_ms"], r["prompting"]["first_token_ms"]) for r in measured
+                 if r[v]["visible_complete_ms"] and r["prompting"]["first_token_ms"]]
+        ratios[f"{v}_visible_complete_over_prompting_p50"] = (round(statistics.median(a / b for a, b in pairs), 2)
+                                                              if pairs else None)
     same = {}
     for v in variants:
         if v == "long":
