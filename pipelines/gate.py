@@ -11,7 +11,9 @@ closed). Judges:
   amounts, dates, handoff, completion claims, placeholders) through the
   ``Guardrails`` port (a CPU deployment in ``serve/``);
 * :class:`NarrationJudge` — what narration may never carry: ids, amounts, dates,
-  entity names, promises, action claims, placeholders;
+  entity names, promises, action claims, placeholders; it tells the gate which words
+  of a sentence still being written may go out, and (given the pack's completion) ends
+  a refused sentence whose released words were a promise's subject ("I'll …");
 * :class:`EchoJudge` — a sentence that echoes the contract's internal fields or
   repeats a sentence already released;
 * any object with ``async judge(sentence, released) -> Judgement`` (a domain's own,

@@ -85,6 +85,7 @@ _GUARD_TESTS = (
     "tests/unit/test_gate.py",
     "tests/unit/test_fixed_gate_release.py",
     "tests/unit/test_fixed_gate_judges.py",
+    "tests/unit/test_fixed_gate_completion.py",
     "tests/unit/test_tandem_w1_segments.py",  # the narration gate inside the turn
 )
 
@@ -130,6 +131,9 @@ PROFILES: dict[str, Profile] = {
         tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS,
     ),
     "guard": Profile(name="guard", modules=_GUARD_MODULES, tests=_GUARD_TESTS + _CONTRACT_TESTS),
+    # the sentence gate and the post-guard alone (the release rules of streamed text)
+    "gate": Profile(name="gate", modules=("pipelines/gate.py", "pipelines/guardrails/post.py"),
+                    tests=_GUARD_TESTS),
     "grounding": Profile(name="grounding", modules=_GROUNDING_MODULES, tests=_GROUNDING_TESTS),
     "slice": Profile(
         name="slice",
