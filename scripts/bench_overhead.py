@@ -50,6 +50,9 @@ def pct(xs: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+SERVER: dict[str, list[float]] = {"turn": [], "turn_grpc": []}  # the ingress's own first-token time per turn
+
+
 def app_turn(base: str, sid: str, text: str) -> tuple[float, float]:
     t0 = time.perf_counter()
     ttft = None
@@ -59,6 +62,8 @@ def app_turn(base: str, sid: str, text: str) -> tuple[float, float]:
         for line in r.iter_lines():
             if line.startswith("data: ") and ttft is None and '"reply.delta"' in line:
                 ttft = time.perf_counter() - t0
+            elif line.startswith("data: ") and '"type":"done"' in line.replace(" ", ""):
+                SERVER["turn"].append(float(json.loads(line[6:])["timings"].get("first_token_ms") or "nan"))
     return (ttft or float("nan")) * 1000, (time.perf_counter() - t0) * 1000
 
 
@@ -70,8 +75,11 @@ def grpc_turn(stub, app: str, sid: str, text: str) -> tuple[float, float]:
     ttft = None
     for msg in stub.StreamTurn(pb.TurnRequest(session_id=sid, text=text), metadata=(("application", app),),
                                timeout=120):
-        if ttft is None and proto_to_event(msg).type == "reply.delta":
+        ev = proto_to_event(msg)
+        if ttft is None and ev.type == "reply.delta":
             ttft = time.perf_counter() - t0
+        elif ev.type == "done":
+            SERVER["turn_grpc"].append(float(ev.timings.first_token_ms or "nan"))
     return (ttft or float("nan")) * 1000, (time.perf_counter() - t0) * 1000
 
 
@@ -189,6 +197,8 @@ def main() -> int:
                 got = one(name, i, text, call)
                 if i >= ns.warmup:
                     rows[name].append(got)
+                else:  # a warm-up turn's server time is not measured either
+                    SERVER.get(name, []).clear()
             print(f"\r{i + 1}/{ns.warmup + ns.turns}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
         s = {name: summary(r) for name, r in rows.items()}
@@ -202,6 +212,11 @@ def main() -> int:
             "grpc_ratio_vs_handle": s["turn_grpc"]["p50"] / s["handle"]["p50"],
             "grpc_ratio_vs_openai_route": s["turn_grpc"]["p50"] / s["openai_route"]["p50"],
             "turns": ns.turns, "config": Path(ns.config).name, "max_reply_tokens": p.max_reply_tokens,
+            # the ingress's own first token (from receiving the request) and the rest of the client's wait
+            # (proxy, connection, framing), per turn path
+            "server_first_token_ms": {k: {"p50": pct(v, 0.5), "p90": pct(v, 0.9)} for k, v in SERVER.items()},
+            "outside_ingress_ms": {k: {"p50": pct([a[0] - b for a, b in zip(rows[k], v, strict=True)], 0.5)}
+                                   for k, v in SERVER.items() if len(v) == len(rows[k])},
         }
         print(f"{'':14} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
         for name, v in s.items():

@@ -112,10 +112,16 @@ class TandemPipeline:
         s, d = self.settings, self.domain
         state, turn_index = self._previous(ctx)
         t0 = self.clock()
-        with guard_span("pre", turn_id=ctx.turn_id) as guard:
-            pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
-            guard.decision("block" if pre.blocked else "route" if pre.route else "pass",
-                           kinds=[h.rule_id for h in pre.hits], output=pre.text)
+        # the rule tables' version check runs beside the pre-guard (two independent hops, one wait)
+        tables_task = asyncio.create_task(self._w1_tables())
+        try:
+            with guard_span("pre", turn_id=ctx.turn_id) as guard:
+                pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
+                guard.decision("block" if pre.blocked else "route" if pre.route else "pass",
+                               kinds=[h.rule_id for h in pre.hits], output=pre.text)
+        except BaseException:
+            tables_task.cancel()
+            raise
         vault = Vault.from_entries(pre.vault)
 
         def emit(kind: str, /, **fields: Any) -> None:
@@ -127,7 +133,7 @@ class TandemPipeline:
                 self.counters.blocked(hit.kind)
         emit("tandem.pre_guard", **pre.summary())
         ctx.stage_ms["pre_guard"] = (self.clock() - t0) * 1000
-        tables = await self._w1_tables()
+        tables = await tables_task
         ctx.rules_version = f"{pre.rules_version}+{tables.version}"
         facts = TurnFacts(session_id=ctx.session_id, user_text=pre.text, user_texts=[*pre.history, pre.text],
                           user_id=ctx.request.user_id, state=state)
@@ -136,6 +142,7 @@ class TandemPipeline:
         facts.candidates.add_all(d.fixed_candidates(), "record")
         d.restore(facts)
         await d.prepare(facts, self.tools)
+        ctx.stage_ms["prepare"] = (self.clock() - t0) * 1000 - ctx.stage_ms["pre_guard"]
         pending = facts.state.get("pending")
         meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": d.name}
         ctx.meta[META_KEY] = meta

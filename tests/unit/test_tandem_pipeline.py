@@ -278,3 +278,57 @@ def test_a_change_that_names_its_order_is_proposed_not_chosen():
     _verify(h)
     h.turn("I want to return order #W1000002.", orch=[w1("return", "items"), j(decision="clarify", about="details")])
     assert h.meta["phi"]["then"] == "propose"
+
+
+def test_the_rule_tables_are_checked_while_the_pre_guard_runs():
+    import asyncio
+
+    from pipelines.guardrails import LocalGuardrails
+
+    checked = asyncio.Event()
+
+    class SlowGuard(LocalGuardrails):
+        async def pre(self, text, history):  # answers only once the tables were asked for
+            await asyncio.wait_for(checked.wait(), 5)
+            return await super().pre(text, history)
+
+    h = TandemHarness(guardrails=SlowGuard())
+    asked = h.kernels.tables_version
+
+    async def tables_version():
+        checked.set()
+        return await asked()
+
+    h.kernels.tables_version = tables_version  # type: ignore[method-assign]
+    r = h.turn("Hi! What can you help me with?", orch=[w1("greeting", "hello")])
+    assert r.status == "ok" and checked.is_set()
+    assert {"pre_guard", "prepare"} <= set(r.events[-1].timings.stages)
+
+
+def test_a_failing_pre_guard_leaves_no_tables_check_behind():
+    import asyncio
+
+    from pipelines.errors import UpstreamError
+    from pipelines.guardrails import LocalGuardrails
+
+    class DownGuard(LocalGuardrails):
+        async def pre(self, text, history):
+            await asyncio.sleep(0.01)  # the tables check has started by now
+            raise UpstreamError("guardrails down")
+
+    h = TandemHarness(guardrails=DownGuard())
+    seen: list[int] = []
+    asked = h.kernels.tables_version
+
+    async def tables_version():
+        try:
+            await asyncio.sleep(1)
+            return await asked()
+        except asyncio.CancelledError:
+            seen.append(len(h.sink.events))
+            raise
+
+    h.kernels.tables_version = tables_version  # type: ignore[method-assign]
+    r = h.turn("Hi! What can you help me with?")
+    # cancelled by the turn as the pre-guard failed, not left for the event loop's shutdown
+    assert r.status == "failed" and len(seen) == 1 and seen[0] < len(h.sink.events)
