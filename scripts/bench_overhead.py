@@ -11,7 +11,9 @@ for N prompts sends, in one run and in a rotating order:
                     ``LLMServer:<model>`` (no proxy, no ingress, no pipeline).
 Prints TTFT and end-to-end p50/p90 per path and the ratios of the turn over the two others;
 writes ``results/bench_overhead.json`` (``ttft_ms`` per path, ``ratio_vs_openai_route``,
-``ratio_vs_handle`` at p50).
+``ratio_vs_handle`` at p50). For the two turn paths it also reads each turn's ``done`` event:
+``server_first_token_ms`` is the ingress's own first-token time (from the request's arrival at the
+ingress) and ``outside_ingress_ms`` the rest of the client's wait (proxy, connection, framing).
 
     python scripts/bench_overhead.py --turns 30
 """
