@@ -193,3 +193,44 @@ def test_a_canary_tail_holds_words_from_three_characters_on(monkeypatch, words, 
 def test_ordinary_words_are_not_held_by_the_default_canary():
     # the default canary's token holds t, d, m, c, n, r, y, e, b: every one a common last letter
     assert NarrationJudge().releasable("Let me see what can be done ") == 7
+
+
+def test_a_canary_tail_of_three_characters_holds_its_word_in_the_narration_judge():
+    # the default token "tdm-cnry-4e9b71c2d8": "tdm" may grow into a window; nothing else forms here
+    judge = NarrationJudge(completion=END)
+    assert judge.releasable("Here is tdm ") == 2
+    assert judge.releasable("Here is tdx ") == 3
+
+
+class _Seen:
+    """Passes everything; records what each judgement saw as already released."""
+
+    def __init__(self):
+        self.seen = []
+
+    def releasable(self, partial):
+        return len(partial.split())
+
+    async def judge(self, sentence, released):
+        self.seen.append((sentence, list(released)))
+        return Judgement(text=sentence)
+
+
+def test_the_completed_sentence_is_judged_after_everything_released_before_it():
+    seen = _Seen()
+    gate, _ = _gate(NarrationJudge(completion=END), seen)
+    assert asyncio.run(gate.release("Hello there.")) == "Hello there."
+    out = _streamed(gate, ["I'll ", "cancel ", "it "], "I'll cancel it.")
+    assert out == ["I'll ", END]
+    # judged with the sentence released before it, without the safe wording it replaces
+    assert (f"I'll {END}", ["Hello there."]) in seen.seen
+    assert gate.released == ["Hello there.", f"I'll {END}"]
+
+
+def test_with_the_safe_wording_not_repeated_the_completion_is_judged_after_it():
+    seen = _Seen()
+    gate, _ = _gate(NarrationJudge(completion=END), seen)
+    gate.add_trusted("SAFE")
+    out = _streamed(gate, ["I'll ", "cancel ", "it "], "I'll cancel it.")
+    assert out == ["I'll ", END]
+    assert (f"I'll {END}", ["SAFE"]) in seen.seen
