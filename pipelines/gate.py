@@ -234,15 +234,9 @@ class SentenceGate:
         cut = sum(len(w) for w in words[: max(0, min(limits, default=len(words) - hold_words))])
         if cut <= self._streamed:
             return ""
-        for judge in self.judges:
-            try:
-                verdict = await judge.judge(partial, self.released)
-            except Exception:  # an unjudged text is not released; close() decides, fail closed
-                self._blocked_partial = True
-                return ""
-            if verdict.violations:
-                self._blocked_partial = True
-                return ""
+        if await self._passes(partial, self.released) is None:  # close() decides, fail closed
+            self._blocked_partial = True
+            return ""
         new = partial[self._streamed:cut]
         self._streamed = cut
         return new
@@ -266,6 +260,19 @@ class SentenceGate:
         # stream() releases whole words with their whitespace: the safe wording follows as is
         return out if completed is None else completed
 
+    async def _passes(self, text: str, released: Sequence[str]) -> list[tuple[Any, Judgement]] | None:
+        """Every judge's verdict on ``text`` when all pass it; ``None`` when one refuses or fails."""
+        verdicts: list[tuple[Any, Judgement]] = []
+        for judge in self.judges:
+            try:
+                verdict = await judge.judge(text, released)
+            except Exception:  # fail closed: an unjudged text is never released
+                return None
+            if verdict.violations:
+                return None
+            verdicts.append((judge, verdict))
+        return verdicts
+
     async def _complete(self, fragment: str, out: str | None) -> str | None:
         """A judge's ending for a released ``fragment`` whose sentence was refused, when the whole passes.
 
@@ -281,17 +288,10 @@ class SentenceGate:
                 break
         if not ending:
             return None
-        released = self.released[:-1] if out is not None else self.released
         whole = fragment + ending
-        verdicts: list[tuple[Any, Judgement]] = []
-        for judge in self.judges:
-            try:
-                verdict = await judge.judge(whole, released)
-            except Exception:  # fail closed: the safe wording stands
-                return None
-            if verdict.violations:
-                return None
-            verdicts.append((judge, verdict))
+        verdicts = await self._passes(whole, self.released[:-1] if out is not None else self.released)
+        if verdicts is None:  # refused, or a judge failed: the safe wording stands
+            return None
         self._accepted(verdicts)
         if out is not None:
             self.released[-1] = whole
