@@ -215,23 +215,25 @@ class SentenceGate:
         words to appear is caught before its first word goes out); for a judge with a
         ``releasable(partial) -> int`` method (unless ``forming`` is false), every word before
         the first one a violation may still be forming from (no word of a violation ever goes
-        out, however long).
+        out, however long) — the word still being written too when the judge counts it
+        (``"I"`` of ``"I'll"``, which an ending can complete).
         Once the sentence so far fails, nothing more of it is released (:meth:`close`
         then decides). Returns ``""`` when nothing new is safe.
         """
         if self._blocked_partial:
             return ""
-        words = re.findall(r"\S+\s+", partial)  # complete words only (the last one may still grow)
+        words = _WORD.findall(partial)  # the last one may still grow
+        complete = len(words) if partial[-1:].isspace() else len(words) - 1
         limits = []
         for judge in self.judges:
             # a judge that can tell where a violation may still be forming holds from there instead
             releasable = getattr(judge, "releasable", None) if forming else None
             try:
-                limits.append(len(words) - hold_words if releasable is None else releasable(partial))
+                limits.append(complete - hold_words if releasable is None else releasable(partial))
             except Exception:  # fail closed, as for a judge that fails
                 self._blocked_partial = True
                 return ""
-        cut = sum(len(w) for w in words[: max(0, min(limits, default=len(words) - hold_words))])
+        cut = sum(len(w) for w in words[: max(0, min(limits, default=complete - hold_words))])
         if cut <= self._streamed:
             return ""
         if await self._passes(partial, self.released) is None:  # close() decides, fail closed
@@ -257,8 +259,10 @@ class SentenceGate:
         if self.withheld == withheld:
             return sentence[streamed:]
         completed = await self._complete(sentence[:streamed], out)
-        # stream() releases whole words with their whitespace: the safe wording follows as is
-        return out if completed is None else completed
+        if completed is not None:
+            return completed
+        # the safe wording follows as a sentence of its own, after a space the fragment may lack ("I")
+        return out if out is None or sentence[streamed - 1].isspace() else " " + out
 
     async def _passes(self, text: str, released: Sequence[str]) -> list[tuple[Any, Judgement]] | None:
         """Every judge's verdict on ``text`` when all pass it; ``None`` when one refuses or fails."""
@@ -322,7 +326,8 @@ class GuardrailsJudge:
 _OUTCOME = (r"(?:cancel\w*|refund\w*|send|sent|ship\w*|deliver\w*|replac\w*|fix\w*|credit\w*|return\w*|"
             r"exchang\w*|chang\w*|updat\w*|modif\w*|process\w*|approv\w*|transfer\w*|complet\w*)")
 _PROMISE = re.compile(
-    rf"\b(?:i(?:['’]ll| will)|we(?:['’]ll| will)|you(?:['’]ll| will))\s+(?:\w+\s+){{0,2}}?{_OUTCOME}\b"
+    rf"\b(?:i(?:['’]ll| will|['’]m| am)|we(?:['’]ll| will|['’]re| are)|you(?:['’]ll| will))\s+(?:\w+\s+){{0,2}}?"
+    rf"{_OUTCOME}\b"
     r"|\b(guarantee\w*|promise\w*|definitely|for sure|right away)\b|\bmake sure\b", re.I)
 _CLAIM = re.compile(
     rf"\b(?:i|we)(?:['’]ve| have)\s+(?:already\s+|now\s+|just\s+)?{_OUTCOME}\b"
@@ -336,11 +341,20 @@ _MARKUP = re.compile(r"[<>{}\[\]]")
 _SUBJECT = r"\b(?:i|we)(?:['’]ll| will)\s+"
 _SUBJECT_AT = re.compile(_SUBJECT, re.I)
 _SUBJECT_END = re.compile(_SUBJECT + r"$", re.I)
+# the whole subjects a fragment that stopped inside one is completed to, in this order
+_SUBJECT_FORMS = ("I'll ", "I’ll ", "I will ", "we'll ", "we’ll ", "we will ")
+_WORD = re.compile(r"\S+\s*")  # a word and its whitespace (the last one may still grow)
 
 
 @functools.cache
 def _partial_form(pattern: str, flags: int) -> regex.Pattern[str]:
     return regex.compile(pattern, flags & (re.I | re.M | re.S | re.X | re.A))
+
+
+def inside_subject(text: str) -> bool:
+    """Whether ``text`` is a promise's subject still being written: ``"I"``, ``"I'll"``, ``"we w"``."""
+    m = _partial_form(_SUBJECT, re.I).fullmatch(text, partial=True) if text else None
+    return m is not None and m.partial
 
 
 def forming_at(pattern: re.Pattern[str], text: str) -> int | None:
@@ -375,16 +389,33 @@ class NarrationJudge:
         text = normalize_text(partial)
         starts = {id(p): s for p in self._forming if (s := forming_at(p, text)) is not None}
         cut = min(starts.values(), default=len(text))  # the words that end before the earliest forming match
-        subject = _SUBJECT_AT.match(text, cut) if self.ending and starts.get(id(_PROMISE)) == cut else None
-        if subject and all(s >= subject.end() for k, s in starts.items() if k != id(_PROMISE)):
-            cut = subject.end()
         n = len(re.findall(r"\S+\s+", text[:cut]))
-        canary = canary_forming(re.findall(r"\S+\s*", text))
+        if self.ending and starts.get(id(_PROMISE)) == cut:
+            subject = _SUBJECT_AT.match(text, cut)
+            if subject and all(s >= subject.end() for k, s in starts.items() if k != id(_PROMISE)):
+                n = len(re.findall(r"\S+\s+", text[:subject.end()]))
+            elif subject is None and inside_subject(text):
+                # the sentence so far is a subject being written ("I", "I'll"): all of it, the word still
+                # being written too. What goes out is the subject's own letters and nothing else: whatever
+                # the sentence turns into, when it is refused the completion finishes the subject
+                # ("I" + "'ll look into that."), so no letter of anything else has gone out.
+                n = len(_WORD.findall(text))
+        canary = canary_forming(_WORD.findall(text))
         return n if canary is None else min(n, canary)
 
     def completion(self, fragment: str) -> str | None:
-        """The ending of a refused sentence whose released ``fragment`` ends with a promise's subject."""
-        return self.ending if self.ending and _SUBJECT_END.search(normalize_text(fragment)) else None
+        """The ending of a refused sentence whose released ``fragment`` ends with a promise's subject,
+        or stops inside one (``"I"`` + ``"'ll "`` + the ending)."""
+        if not self.ending:
+            return None
+        text = normalize_text(fragment)
+        if _SUBJECT_END.search(text):
+            return self.ending
+        if not inside_subject(text):  # only a sentence that opens with the subject went out unfinished
+            return None
+        tail = text.lower()
+        rest = next(f[len(tail):] for f in _SUBJECT_FORMS if f.lower().startswith(tail))
+        return rest + self.ending
 
     async def judge(self, sentence: str, released: Sequence[str]) -> Judgement:
         return self.check(sentence, " ".join(released))

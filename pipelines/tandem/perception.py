@@ -79,6 +79,7 @@ class Perception:
         self.snapshot, self.caller, self.gate = snapshot, caller, gate
         self.counters, self.emit, self.on_c1, self.on_labels, self.clock = counters, emit, on_c1, on_labels, clock
         self.out = W1Outcome()
+        self._open = False  # the gate released part of the sentence being written (what follows joins it)
 
     @property
     def opening(self) -> str:
@@ -165,25 +166,31 @@ class Perception:
                   then=outcome.then, missing=list(outcome.missing_keys), snapshot=dict(self.snapshot),
                   table_version=outcome.table_version, dispatch_ms=self.out.dispatch_ms)
 
-    def _emit(self, text: str) -> NarrationDelta:
-        if self.out.narration and not self.out.narration.endswith(" ") and not text.startswith(" "):
+    def _emit(self, text: str, *, joins: bool = False) -> NarrationDelta:
+        if not joins and self.out.narration and not self.out.narration.endswith(" ") and not text.startswith(" "):
             text = " " + text  # a new sentence after a finished one
         self.out.narration += text
         return NarrationDelta(text=text)
 
+    async def _close(self, sentence: str) -> NarrationDelta | None:
+        """A finished sentence through the gate: the rest of it (joined to what went out of it), or its stand-in."""
+        out = await self.gate.close(sentence)
+        joins, self._open = self._open, False
+        return self._emit(out, joins=joins) if out else None
+
     async def _narrate(self, splitter: SentenceSplitter, delta: str) -> AsyncIterator[NarrationDelta]:
         """Release narration word by word as the gate allows (a few words behind the model)."""
         for sentence in splitter.feed(delta):
-            out = await self.gate.close(sentence)
-            if out:
-                yield self._emit(out)
+            if closed := await self._close(sentence):
+                yield closed
         partial = splitter.pending.lstrip()
         if partial:
             hold = self.s.narration_hold_words  # None: held only where a violation may be forming
             new = await (self.gate.stream(partial) if hold is None
                          else self.gate.stream(partial, hold_words=hold, forming=False))
             if new:
-                yield self._emit(new)
+                yield self._emit(new, joins=self._open)
+                self._open = True
 
     async def _label_pair(self, call: ModelCall, labels: dict[str, list[str]], t0: float) -> str:
         """The two labels decoded alone, then Φ on their close. Returns their text."""
@@ -277,9 +284,8 @@ class Perception:
         async for d in body(call, labels, splitter, t0, user_text):
             yield d
         for sentence in splitter.flush():
-            out = await self.gate.close(sentence)
-            if out:
-                yield self._emit(out)
+            if closed := await self._close(sentence):
+                yield closed
         if not self.out.narration:
             self.gate.add_trusted(self.domain.texts.safe_ack)
             yield self._emit(self.domain.texts.safe_ack)

@@ -21,8 +21,19 @@ END = "look into that."
 
 
 @pytest.mark.parametrize(("partial", "with_completion", "without"), [
-    ("I", 0, 0),                    # "I" may still become "I'll cancel" or "I've cancelled"
-    ("I'll", 0, 0),                 # the subject is not a complete word yet
+    ("I", 1, 0),                    # a sentence opening with the subject being written: all of it goes,
+    ("I'", 1, 0),                   # whatever it turns into ("I'll cancel", "I've cancelled") is ended
+    ("I'll", 1, 0),                 # by the completion; without one it is held
+    ("I ", 1, 0),                   # "I will" may still follow
+    ("I w", 2, 0),
+    ("W", 1, 0), ("We", 1, 0), ("we’", 1, 0),
+    ("I've", 0, 0),                 # no longer a subject: a claim may be forming
+    ("I'm", 0, 0),                  # "I'm cancelling it" is a promise; "I'm" opens no completion
+    ("Is", 0, 0),                   # not a subject: "is cancelled" may be forming
+    ("It", 0, 0),                   # not a subject, nothing forming: the word is not complete yet
+    ("It ", 1, 1),
+    ("Sure, I", 1, 1),              # inside a sentence only whole words go out
+    ("Sure, I ", 1, 1),
     ("I'll ", 1, 0),                # complete: out at once with a completion, held without one
     ("I’ll ", 1, 0),                # the typographic apostrophe is the same subject
     ("We'll ", 1, 0),
@@ -48,6 +59,11 @@ def test_something_forming_inside_the_subject_holds_it():
     judge = NarrationJudge(["Will Sutton"], completion=END)
     assert judge.releasable("I will ") == 0
     assert judge.releasable("I'll ") == 1  # "'ll" is not "Will"
+    # a subject still being written goes out: only its own letters do, and a refused sentence is
+    # ended by finishing the subject, so "I" of "Ivy Lane" or "w" of "Will" shows nothing of the name
+    assert judge.releasable("I w") == 2
+    assert NarrationJudge(["Ivy Lane"], completion=END).releasable("I") == 1
+    assert NarrationJudge(["Ivy Lane"], completion=END).releasable("Iv") == 0
 
 
 def test_a_complete_promise_is_not_forming_and_is_refused_whole():
@@ -60,8 +76,13 @@ def test_a_complete_promise_is_not_forming_and_is_refused_whole():
 
 @pytest.mark.parametrize(("fragment", "ending"), [
     ("I'll ", END), ("Sure, I’ll ", END), ("We will ", END), ("i will ", END),
-    ("I'll", None),          # not a whole word: nothing was released that ends with the subject
+    # a sentence that went out while its subject was being written: the subject is finished first
+    ("I'll", " " + END), ("I", "'ll " + END), ("I’", "ll " + END), ("I ", "will " + END),
+    ("I w", "ill " + END), ("We", "'ll " + END), ("W", "e'll " + END), ("we’l", "l " + END),
+    ("We will", " " + END),
+    ("Sure, I", None),       # inside a sentence only whole words went out
     ("I'll see ", None),     # the fragment goes on past the subject
+    ("I'v", None), ("Is", None),
     ("You'll ", None), ("Sure ", None), ("", None),
 ])
 def test_the_completion_is_offered_for_a_fragment_ending_with_the_subject(fragment, ending):
@@ -126,8 +147,8 @@ class _Refuses:
     def __init__(self, word: str, boom: bool = False):
         self.word, self.boom, self.seen = word, boom, []
 
-    def releasable(self, partial):  # holds nothing back itself
-        return len(partial.split())
+    def releasable(self, partial):  # holds nothing back itself: every complete word
+        return len(partial.split()) - (not partial[-1:].isspace())
 
     async def judge(self, sentence, released):
         self.seen.append((sentence, list(released)))
@@ -234,3 +255,72 @@ def test_with_the_safe_wording_not_repeated_the_completion_is_judged_after_it():
     out = _streamed(gate, ["I'll ", "cancel ", "it "], "I'll cancel it.")
     assert out == ["I'll ", END]
     assert (f"I'll {END}", ["SAFE"]) in seen.seen
+
+
+def test_a_subject_being_written_goes_out_token_by_token_and_a_claim_after_it_is_completed():
+    gate, events = _gate(NarrationJudge(completion=END))
+    out = _streamed(gate, ["I", "'ve", " cancelled", " it"], "I've cancelled it.")
+    assert out == ["I", "'ll " + END]  # nothing after "I" went out; the subject is finished first
+    assert gate.released == [f"I'll {END}"] and gate.withheld == 1
+    assert [f["decision"] for _, f in events] == ["block", "complete"]
+
+
+def test_a_sentence_opening_with_a_subject_that_passes_is_released_as_written():
+    gate, _ = _gate(NarrationJudge(completion=END))
+    out = _streamed(gate, ["I", "'ll", " check", " your", " order"], "I'll check your order.")
+    assert out[:3] == ["I", "'ll", " "] and "".join(out) == "I'll check your order."
+    assert gate.released == ["I'll check your order."]
+
+
+class _RefusesHoldingNothing(_Refuses):
+    def releasable(self, partial):  # every word, the one still being written too
+        return len(partial.split())
+
+
+def test_the_safe_wording_after_an_unfinished_subject_is_a_sentence_of_its_own():
+    # the completion is refused too
+    gate, _ = _gate(NarrationJudge(completion=END), _RefusesHoldingNothing("that"))
+    out = _streamed(gate, ["I", "'ve", " cancelled", " it"], "I've cancelled it.")
+    assert out == ["I", " SAFE"] and gate.released == ["SAFE"]
+
+
+def test_after_a_whole_word_the_safe_wording_needs_no_space():
+    gate, _ = _gate(NarrationJudge(completion=END), _Refuses("that"))
+    out = _streamed(gate, ["I'll ", "cancel ", "it "], "I'll cancel it.")
+    assert out == ["I'll ", "SAFE"]
+
+
+def test_without_a_completion_a_subject_being_written_is_held():
+    gate, _ = _gate(NarrationJudge())
+    out = _streamed(gate, ["I", "'ll", " check", " your", " order"], "I'll check your order.")
+    assert out == ["I'll check your ", "order."]  # once no outcome can follow within two words
+
+
+@pytest.mark.parametrize(("sentence", "kind"), [
+    ("I'm cancelling your order.", "narration_promise"),
+    ("I am going to refund you.", "narration_promise"),
+    ("We're processing the exchange.", "narration_promise"),
+    ("we are updating it", "narration_promise"),
+    ("I'm checking your order.", None),    # no outcome follows
+    ("I am sure we can help.", None),
+])
+def test_a_promise_in_the_present_is_a_promise(sentence, kind):
+    got = NarrationJudge().check(sentence).violations
+    assert [v.kind for v in got] == ([kind] if kind else [])
+
+
+class _Plain:
+    """A judge of text alone (no ``releasable``): passes everything."""
+
+    async def judge(self, sentence, released):
+        return Judgement(text=sentence)
+
+
+@pytest.mark.parametrize(("partial", "new"), [
+    ("Hello there ", "Hello there "),  # every word ends in whitespace: all complete
+    ("Hello there", "Hello "),         # "there" may still grow
+    ("Hello", ""),
+])
+def test_without_a_hold_every_complete_word_goes_out_and_the_one_being_written_does_not(partial, new):
+    gate, _ = _gate(_Plain())
+    assert asyncio.run(gate.stream(partial, hold_words=0, forming=False)) == new

@@ -340,3 +340,28 @@ def test_the_lead_is_bounded():
         TandemSettings(w1_narration_lead_ms=2000.5)
     with pytest.raises(pydantic.ValidationError):
         TandemSettings(w1_narration_lead_ms=-0.5)
+
+
+def tokens(full: str, parts: list[str]) -> Any:
+    """Like :func:`beside`, with the narration call answering in the engine's tokens ``parts``."""
+    label = beside(full)
+    return lambda call: list(parts) if _is_narration(call) else label(call)
+
+
+@pytest.mark.parametrize(("parts", "first", "delivered"), [
+    # the subject goes out token by token while it is being written, joined without a gap
+    (["I", "'ll", " check", " your", " order", "."], "I", "I'll check your order."),
+    # it turned into a claim: nothing of it went out but "I", which the domain's ending completes
+    (["I", "'ve", " cancelled", " it", "."], "I", "I'll look into that for you."),
+    # it turned into a promise after the whole subject went out
+    (["We", " will", " refund", " you", "."], "We", "We will look into that for you."),
+    # not a subject: held until the word is complete
+    (["Sure", ",", " one", " moment", "."], "Sure, ", "Sure, one moment."),
+])
+def test_a_narration_opening_with_a_subject_goes_out_from_its_first_token(parts, first, delivered):
+    h = TandemHarness(settings=PARALLEL)
+    r = h.turn("Hi! What can you help me with?",
+               orch=[tokens(w1("greeting", "hello", "".join(parts)), parts)] * 3)
+    deltas = [e.text for e in r.of("narration.delta")]
+    assert deltas[0] == first and "".join(deltas) == delivered
+    assert h.meta["narration"] == delivered
