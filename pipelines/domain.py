@@ -190,6 +190,11 @@ class Domain(Protocol):
         """The answer path's template sentences, from the forward contract alone."""
         ...
 
+    def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
+        """Sentences a generated answer opens with, from the observations alone (the fact that answers
+        the question); the generator continues after them. Empty: the generator writes it all."""
+        ...
+
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
         """The pack's own sentence judges for the reply (e.g. ownership), beside the post-guard."""
         ...

@@ -392,7 +392,12 @@ class TandemPipeline:
                                       params=vault.resolve(dict(outcome.card_params)))
             sentences: list[str] = []
             if intent != "declined" and self._generates(outcome, facts, contract, intent, sub_intent):
-                async for sentence in self._generate(contract, gate, emit):
+                lead = d.lead_lines(facts, contract)[:self.settings.max_sentences]
+                for sentence in lead:  # the fact that answers, stated from the observations
+                    gate.add_trusted(sentence)
+                    yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
+                    sentences.append(sentence)
+                async for sentence in self._generate(contract, gate, emit, lead=lead):
                     yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
                     sentences.append(sentence)
             if not sentences:
@@ -426,13 +431,20 @@ class TandemPipeline:
         return bool(contract.sources or [k for k in contract.user_state if k != "authenticated_user_id"]
                     or outcome.selected_entity)
 
-    async def _generate(self, contract: Any, gate: SentenceGate, emit: Callable[..., None]) -> AsyncIterator[str]:
+    async def _generate(self, contract: Any, gate: SentenceGate, emit: Callable[..., None],
+                        lead: list[str] | None = None) -> AsyncIterator[str]:
+        """The generator's sentences through ``gate``; with ``lead``, the reply's opening sentences are
+        given as its prefix (continued, never decoded or repeated) and count toward ``max_sentences``."""
         s, d = self.settings, self.domain
+        lead = list(lead or [])
+        cap = s.max_sentences - len(lead)
+        if cap <= 0:
+            return
         call = ModelCall(messages=generator_messages(d.generator_persona, generator_facts(contract),
                                                      instruction(contract), locale=contract.locale,
                                                      max_sentences=s.max_sentences),
                          max_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed,
-                         repetition_penalty=s.repetition_penalty)
+                         repetition_penalty=s.repetition_penalty, prefix=" ".join(lead))
         splitter = SentenceSplitter()
         released = 0
         try:
@@ -447,11 +459,11 @@ class TandemPipeline:
                         # (nothing more of it is read; with nothing released the path's template answers).
                         emit("tandem.generator_stopped", reason="contract_echo", released=released)
                         return
-                    if released >= s.max_sentences:
+                    if released >= cap:
                         return
             for sentence in splitter.flush():
                 out = await gate.release(sentence)
-                if out and released < s.max_sentences:
+                if out and released < cap:
                     released += 1
                     yield out
         except UpstreamError as exc:

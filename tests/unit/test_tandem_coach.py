@@ -11,6 +11,14 @@ def _owned(h: TandemHarness) -> set[str]:
     return {c.species for c in h.world.users["u001"].creatures}
 
 
+def _lead(h: TandemHarness) -> str:
+    """The recommendation's lead sentence, written by hand from the world's best counters to o01."""
+    from pipelines.domains.coach.world import best_counters
+
+    a, b, c = (x.species for x, _ in best_counters(h.world, "u001", "o01", 3))
+    return f"Your best pick for this matchup is {a}, then {b} and {c}."
+
+
 def test_a_coach_turn_dispatches_phi_tools_streams_narration_first_and_writes_back_w3():
     h = TandemHarness("coach", user_id="u001")
     r = h.turn("Who should I use against my opponent?", orch=[w1("recommend", "lineup_for_opponent",
@@ -30,7 +38,7 @@ def test_an_unowned_recommendation_is_withheld_and_the_template_answers():
                gen=[f"Bring {unowned} to this fight."], slots=["{}"])
     assert unowned not in r.reply
     assert h.counters.get("blocked", "unowned_recommendation") == 1
-    assert "Your best picks for this matchup are" in r.reply
+    assert r.reply == _lead(h)  # the lead stands; the generator's unowned pick is withheld
 
 
 def test_chitchat_answers_from_its_template_without_an_orchestrator_step():
@@ -98,7 +106,7 @@ def test_a_generator_narrating_its_prompt_is_cut_and_the_paths_template_answers(
                gen=['The task is to answer the question "What can I eat for breakfast?" by providing an answer.'],
                slots=["{}"])
     assert "task" not in r.reply and "breakfast" not in r.reply and "providing an answer" not in r.reply
-    assert "Your best picks for this matchup are" in r.reply
+    assert r.reply == _lead(h)
     assert [f["released"] for f in _tool_events(h, "tandem.generator_stopped")] == [0]
 
 
@@ -107,7 +115,7 @@ def test_what_was_released_before_the_prompt_echo_stays_and_nothing_after_it():
     r = h.turn("I face Rival Kai tonight. Who do I send out first?",
                orch=[w1("recommend", "lineup_for_opponent"), j(decision="respond")],
                gen=["Type advantage matters most. The user requests a plan. Bring your best team."], slots=["{}"])
-    assert r.reply == "Type advantage matters most."
+    assert r.reply == _lead(h) + " Type advantage matters most."
     assert h.counters.get("blocked", "contract_echo") == 1
 
 
@@ -116,5 +124,5 @@ def test_a_repeated_sentence_is_withheld_but_the_reply_goes_on():
     r = h.turn("I face Rival Kai tonight. Who do I send out first?",
                orch=[w1("recommend", "lineup_for_opponent"), j(decision="respond")],
                gen=["Type advantage matters most. Type advantage matters most. Stay focused."], slots=["{}"])
-    assert r.reply == "Type advantage matters most. Stay focused."
+    assert r.reply == _lead(h) + " Type advantage matters most. Stay focused."
     assert not _tool_events(h, "tandem.generator_stopped")

@@ -129,6 +129,7 @@ class DomainPack:
         if "get_forecast.city" in state:
             return [f"Tomorrow in {state['get_forecast.city']}: {state['get_forecast.sky']}."]
         return []
+    def lead_lines(self, facts, contract): return []
     def reply_judges(self, facts, contract): return []
 
 

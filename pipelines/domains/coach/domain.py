@@ -27,10 +27,10 @@ from pipelines.sgc.w2 import (
 )
 from pipelines.sgc.w2_diff import CONFLICT_KINDS, DEFAULT_TIERS
 
-from .labels import BRANCH_OF_INTENT, INTENT_LABELS
+from .labels import BRANCH_OF_INTENT, INTENT_CUES, INTENT_LABELS, SUB_INTENT_CUES, cued
 from .pack import BRANCHES, coach_rule_tables_dict, coach_tables_holder, load_coach_rule_tables
 from .tools import build_registry
-from .world import generate_coach_world
+from .world import ELEMENTS, generate_coach_world
 
 __all__ = ["DomainPack", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"]
 
@@ -60,7 +60,12 @@ _ARG_KINDS: dict[str, dict[str, str]] = {
     "evolution_paths": {"user_id": "user_id", "species": "species"},
     "species_info": {"species": "species"},
     "skill_info": {"skill": "skill"},
+    "type_chart": {"element": "element"},
 }
+
+
+_FACT_QUESTION = re.compile(r"\b(what|which|tell me|describe|info\w*|stats?)\b", re.I)
+_EVOLVE_CUE = re.compile(r"\bevol\w*", re.I)
 
 
 def _names_in(text: str, names: Sequence[str]) -> list[str]:
@@ -116,13 +121,38 @@ class DomainPack:
         return []
 
     def intent_prior(self, text: str) -> list[str] | None:
-        return None
+        """The intents the text's cues allow (:data:`.labels.INTENT_CUES`), in label order; ``None``: any.
+
+        A species or skill of the world named in a question of fact ("what", "tell me",
+        "describe") also allows ``knowledge_qa``.
+        """
+        hits = cued(INTENT_CUES, text)
+        if hits and _FACT_QUESTION.search(text) and (_names_in(text, self.species) or _names_in(text, self.skills)):
+            hits.add("knowledge_qa")
+        return [i for i in INTENT_LABELS if i in hits] or None
 
     def sub_intent_prior(self, text: str, intent: str) -> list[str] | None:
-        return None
+        """The sub-intents of ``intent`` the text's cues allow, in label order; ``None``: any.
+
+        Besides :data:`.labels.SUB_INTENT_CUES`, the world's own names cue: an opponent named
+        is a question about that opponent, a skill named one about that skill, a species named
+        (for a fact) one about that species, an element named one about the type chart.
+        """
+        hits = cued(SUB_INTENT_CUES.get(intent, ()), text)
+        if _names_in(text, self.opponents):
+            hits |= {"lineup_for_opponent", "counter_pick", "opponent_threats", "matchup_compare", "opponent_info"}
+        if intent == "knowledge_qa" and _names_in(text, self.skills):
+            hits = {"skill_info"}  # a fact about the skill named
+        elif intent == "knowledge_qa" and _names_in(text, self.species):
+            hits = {"evolution_info" if _EVOLVE_CUE.search(text) else "species_info"}
+        elif _names_in(text, ELEMENTS) and intent in ("teaching", "knowledge_qa"):
+            hits.add("type_matchups" if intent == "teaching" else "type_info")
+        allowed = [s for s in INTENT_LABELS.get(intent, ()) if s in hits]
+        return allowed or None
 
     def extract_candidates(self, text: str) -> dict[str, list[str]]:
-        return {"species": _names_in(text, self.species), "skill": _names_in(text, self.skills)}
+        return {"species": _names_in(text, self.species), "skill": _names_in(text, self.skills),
+                "element": _names_in(text, ELEMENTS)}
 
     def fixed_candidates(self) -> dict[str, list[str]]:
         return {}
@@ -191,6 +221,8 @@ class DomainPack:
             out["focus_species"] = typed["species"][-1]
         if typed["skill"]:
             out["focus_skill"] = typed["skill"][-1]
+        if typed["element"]:
+            out["focus_element"] = typed["element"][-1]
         return out
 
     def conflicts(self, facts: TurnFacts) -> list[dict[str, Any]]:
@@ -211,18 +243,25 @@ class DomainPack:
         return []
 
     def answer_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
-        """A template answer from the observations: the best counters, the team size."""
-        out: list[str] = []
+        """A template answer from the observations, most specific first: the best counters, an
+        element's row of the type chart, a species' element, a skill, who can evolve, the team size."""
+        lines: list[tuple[int, str]] = []
         for o in facts.observations:
             res = o.get("result") or {}
-            if not o.get("ok"):
-                continue
-            if o.get("tool") == "matchup_scores" and res.get("scores"):
-                names = [e["species"] for e in res["scores"][:3]]
-                out.append(f"Your best picks for this matchup are {', '.join(names)}.")
-            elif o.get("tool") == "get_inventory" and res.get("creatures") is not None:
-                out.append(f"You have {len(res['creatures'])} creatures on your team.")
-        return out[:2]
+            if o.get("ok") and isinstance(res, dict):
+                lines += _answer_line(str(o.get("tool")), res)
+        return [text for _, text in sorted(lines, key=lambda x: x[0])][:2]
+
+    def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
+        """What the reply states first, from the observations alone: the one fact that answers the
+        question (the best counter, an element's matchups, a species' element, who can evolve now);
+        the generator words the rest. Team-size and lineup reads lead with nothing."""
+        lines: list[tuple[int, str]] = []
+        for o in facts.observations:
+            res = o.get("result") or {}
+            if o.get("ok") and isinstance(res, dict):
+                lines += [x for x in _answer_line(str(o.get("tool")), res) if x[0] < _LEAD_BELOW]
+        return [text for _, text in sorted(lines, key=lambda x: x[0])][:1]
 
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
         from pipelines.sgc_turn.ports import CoachFacts
@@ -239,6 +278,41 @@ class DomainPack:
         view = ReplyContract(user_text="", narration=contract.model_dump_json(),
                              c2=C2(conflicts=conflicts, plan=c2.get("plan") or []) if contract.c2 else None)
         return [CoachJudge(ReplyJudge(coach_facts, view), safe_unowned="", safe_contradiction="")]
+
+
+#: ``_answer_line`` ranks below this lead a reply (the fact that answers); the others only stand in for one.
+_LEAD_BELOW = 5
+
+
+def _join(names: Sequence[str]) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _answer_line(tool: str, res: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(rank, sentence) stating what one successful observation answers (rank 0 most specific)."""
+    if tool == "matchup_scores" and res.get("scores"):
+        names = [e["species"] for e in res["scores"][:3]]
+        return [(0, f"Your best pick for this matchup is {names[0]}"
+                    + (f", then {_join(names[1:])}." if names[1:] else "."))]
+    if tool == "type_chart" and res.get("element"):
+        el = str(res["element"])
+        return [(1, f"{el.capitalize()} creatures are beaten by {_join(res.get('weak_against') or [])} "
+                    f"and strong against {_join(res.get('strong_against') or [])}.")]
+    if tool == "species_info" and res.get("name") and res.get("element"):
+        evolves = f", and it evolves into {res['evolves_to']}" if res.get("evolves_to") else ""
+        return [(2, f"{res['name']} is a {res['element']} creature{evolves}.")]
+    if tool == "skill_info" and res.get("name") and res.get("element"):
+        return [(2, f"{res['name']} is a {res['element']} move with power {res.get('power')}.")]
+    if tool == "evolution_paths" and res.get("paths") is not None:
+        ready = sorted((p for p in res["paths"] if p.get("ready")),
+                       key=lambda p: (-(p.get("owned_level") or 0), str(p.get("owned_creature_id"))))
+        if ready:
+            return [(3, f"{_join([p['species'] for p in ready][:3])} can evolve now.")]
+        return [(6, "None of your creatures can evolve yet.")]
+    if tool == "get_inventory" and res.get("creatures") is not None:
+        return [(7, f"You have {len(res['creatures'])} creatures on your team.")]
+    return []
 
 
 def rule_tables_holder() -> Any:

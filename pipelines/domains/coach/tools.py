@@ -14,7 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.errors import IneligibleAction, InvalidInput
 from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
 
-from .world import CoachWorld, Creature, Lineup, Opponent, Skill, Species, best_counters
+from .world import (
+    ELEMENTS,
+    STRONG_AGAINST,
+    CoachWorld,
+    Creature,
+    Lineup,
+    Opponent,
+    Skill,
+    Species,
+    best_counters,
+)
 
 __all__ = [
     "TOOL_NAMES",
@@ -24,6 +34,8 @@ __all__ = [
     "EvolutionArgs",
     "SpeciesArgs",
     "SkillArgs",
+    "ElementArgs",
+    "TypeChartResult",
     "InventoryResult",
     "LineupsResult",
     "MatchupEntry",
@@ -65,6 +77,16 @@ class SkillArgs(_Args):
     skill: str = Field(..., min_length=1)
 
 
+class ElementArgs(_Args):
+    element: str = Field(..., min_length=1, description="An element (fire, water, grass, ...).")
+
+
+class TypeChartResult(_Args):
+    element: str
+    strong_against: list[str] = Field(..., description="Elements this element beats.")
+    weak_against: list[str] = Field(..., description="Elements that beat this element.")
+
+
 class InventoryResult(_Args):
     user_id: str
     creatures: list[Creature]
@@ -94,6 +116,7 @@ class EvolutionPath(_Args):
     evolves_to: str
     evolve_level: int
     owned_creature_id: str | None = None
+    owned_level: int | None = Field(None, description="The level of the user's highest-level creature of the species.")
     ready: bool = False
 
 
@@ -164,6 +187,7 @@ def evolution_paths(args: EvolutionArgs, ctx: ToolContext, world: CoachWorld) ->
         mine = owned.get(sp.name)
         paths.append(EvolutionPath(species=sp.name, evolves_to=sp.evolves_to, evolve_level=sp.evolve_level or 0,
                                    owned_creature_id=mine.creature_id if mine else None,
+                                   owned_level=mine.level if mine else None,
                                    ready=bool(mine and mine.level >= (sp.evolve_level or 0))))
     return EvolutionResult(paths=paths)
 
@@ -182,6 +206,14 @@ def skill_info(args: SkillArgs, ctx: ToolContext, world: CoachWorld) -> Skill:
         raise InvalidInput(f"unknown skill {args.skill!r}", details={"skill": args.skill}) from None
 
 
+def type_chart(args: ElementArgs, ctx: ToolContext, world: CoachWorld) -> TypeChartResult:
+    element = args.element.strip().lower()
+    if element not in ELEMENTS:
+        raise InvalidInput(f"unknown element {args.element!r}", details={"element": args.element})
+    return TypeChartResult(element=element, strong_against=list(STRONG_AGAINST[element]),
+                           weak_against=sorted(e for e, beats in STRONG_AGAINST.items() if element in beats))
+
+
 _SPECS: tuple[tuple[str, str, type[BaseModel], type[BaseModel], Any, bool], ...] = (
     ("get_inventory", "The user's creatures: species, level, evolved, nature, unlocked skills.",
      UserArgs, InventoryResult, get_inventory, True),
@@ -197,6 +229,8 @@ _SPECS: tuple[tuple[str, str, type[BaseModel], type[BaseModel], Any, bool], ...]
      SpeciesArgs, Species, species_info, False),
     ("skill_info", "One skill: element, power, and the rare event that unlocks it, if any.",
      SkillArgs, Skill, skill_info, False),
+    ("type_chart", "One element's row of the type chart: the elements it beats and the elements that beat it.",
+     ElementArgs, TypeChartResult, type_chart, False),
 )
 TOOL_NAMES: tuple[str, ...] = tuple(sorted(s[0] for s in _SPECS))
 

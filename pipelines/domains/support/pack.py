@@ -247,6 +247,10 @@ class SupportPack:
             out.append(f"{src.title}: {src.snippet.split('. ')[0].rstrip('.')}.")
         return out
 
+    def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
+        """None: a support answer is the generator's (its facts are order states and articles)."""
+        return []
+
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
         state = self.state_of(facts)
         return {"authenticated_user_id": state.authenticated_user_id, "observed_ids": list(state.observed_ids)}
