@@ -136,3 +136,21 @@ def test_without_an_element_the_type_matchups_row_falls_back_to_the_inventory():
     h.turn("Teach me about matchups", orch=[w1("teaching", "type_matchups"), j(decision="respond")],
            gen=["Matchups decide battles."], slots=["{}"])
     assert [c[0] for c in h.coach.calls] == ["get_inventory"]
+
+
+def test_a_recommendation_phi_answered_needs_no_orchestrator_step_and_leads_with_the_best_counter():
+    from pipelines.domains.coach.world import best_counters
+
+    h = TandemHarness("coach", user_id="u001")
+    r = h.turn("Who beats Rival Kai?", orch=[w1("recommend", "counter_pick")], gen=["Good luck."], slots=["{}"])
+    assert len(h.calls("orchestrator")) == 1  # W1 only: Φ's row says respond
+    assert h.meta["phi"]["then"] == "respond" and h.meta["path"] == "answer"
+    best = best_counters(h.world, "u001", "o01", 1)[0][0].species
+    assert r.reply.startswith(f"Your best pick for this matchup is {best}, then ")
+
+
+def test_a_row_without_then_still_orchestrates():
+    h = TandemHarness("coach", user_id="u001")
+    h.turn("Build me a team from scratch", orch=[w1("recommend", "team_from_scratch"), j(decision="respond")],
+           gen=["Here is a start."], slots=["{}"])
+    assert len(h.calls("orchestrator")) == 2 and h.meta["phi"]["then"] is None

@@ -21,7 +21,7 @@ def data():
 def test_bundle_loads_and_reports_versions(data):
     tables = load_rule_tables(data, labels=INTENT_LABELS, tools=TOOL_NAMES)
     v = tables.versions()
-    assert v["rules"] == data["version"] and v["phi"] == "coach-phi-3" and set(tables.w3) == {
+    assert v["rules"] == data["version"] and v["phi"] == "coach-phi-4" and set(tables.w3) == {
         "recommend", "teaching", "knowledge_qa"}
     assert tables.phi_index[("recommend", "lineup_for_opponent")].tools[0].tool == "get_inventory"
 

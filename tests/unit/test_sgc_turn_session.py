@@ -151,13 +151,13 @@ def test_reconfigure_hot_reloads_tables_and_the_pipeline_follows():
     h = Harness("sgc_w1")
     s = stream("recommend", "lineup_for_opponent", "Checking.", [])
     first = h.turn("Who?", orch=s, gen="Bring your best.")
-    assert first.of("sgc.phi")[0]["table_version"] == "coach-phi-3"
+    assert first.of("sgc.phi")[0]["table_version"] == "coach-phi-4"
     data = coach_rule_tables_dict()
-    data["phi"]["version"] = "coach-phi-3"
+    data["phi"]["version"] = "coach-phi-4"
     data["version"] = "coach:test-2"
     assert h.kernels.reconfigure({"rules": data}).applied
     bad = h.kernels.reconfigure({"rules": {"version": "x"}})
     assert not bad.applied and bad.active_version == "coach:test-2"
     second = h.turn("Who?", orch=s, gen="Bring your best.")
-    assert second.of("sgc.phi")[0]["table_version"] == "coach-phi-3"
+    assert second.of("sgc.phi")[0]["table_version"] == "coach-phi-4"
     assert second.ctx.rules_version == "coach:test-2"
