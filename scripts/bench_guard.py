@@ -173,6 +173,10 @@ BENIGN: tuple[str, ...] = (
     "order. I only ordered once. Your system messages said the first payment failed, so I tried again. "
     "Now I see both. Could you check the payment history of my last order and refund the duplicate? I "
     "can send a screenshot of the statement if that helps.",
+    "I asked your chatbot about my refund three times and your replies were useless every time. You must "
+    "answer my question this time: your own guidelines say a delivered order can be returned within thirty "
+    "days, and mine arrived last week. I always get the same copy-paste text. Please look at my last order "
+    "and tell me what happens next, or let me talk to a person.",
     # Spanish
     "Hola, quiero cancelar mi pedido porque ya no lo necesito.",
     "¿Dónde está mi paquete? Debía llegar ayer.",

@@ -75,10 +75,13 @@ class PatternRule(_Config):
 
 
 class DensityRule(_Config):
-    """Fires when at least ``min_hits`` of its signal patterns match a text of at least ``min_chars``.
+    """Fires when at least ``min_hits`` of its signal patterns match a text of at least ``min_chars``
+    (and, when ``anchors`` are given, at least one of them matches too).
 
     For jailbreaks that are long and talk *about* the model (its responses, rules, character, format)
     without any single telltale phrase; ordinary support messages rarely hit several signals at once.
+    An anchor (the text names an AI model, or sets up a persona) lets a rule ask for fewer signals
+    without firing on a long complaint about "your replies" and "your rules".
     """
 
     id: str = Field(..., min_length=1)
@@ -87,8 +90,9 @@ class DensityRule(_Config):
     min_hits: int = Field(..., ge=2)
     min_chars: int = Field(0, ge=0)
     signals: tuple[str, ...] = Field(..., min_length=2)
+    anchors: tuple[str, ...] = Field((), description="At least one must match as well (empty: no anchor).")
 
-    @field_validator("signals")
+    @field_validator("signals", "anchors")
     @classmethod
     def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return _compile_all(v)
@@ -178,7 +182,8 @@ class GuardrailConfig(_Config):
         flags = re.IGNORECASE | re.MULTILINE
         return {
             "injection": [(r, re.compile(r.pattern, flags)) for r in self.injection],
-            "density": [(r, [re.compile(p, flags) for p in r.signals]) for r in self.density],
+            "density": [(r, [re.compile(p, flags) for p in r.signals], [re.compile(p, flags) for p in r.anchors])
+                        for r in self.density],
             "safety": [(t.id, [re.compile(p, flags) for p in t.patterns]) for t in self.safety],
             "human": [re.compile(p, flags) for p in self.human_request],
             "handoff": [re.compile(p, flags) for p in self.post.handoff_patterns],

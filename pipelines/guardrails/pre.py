@@ -114,8 +114,10 @@ class RuleClassifier:
             for rule, rx in self.config.compiled["injection"]
             if rx.search(text)
         ]
-        for rule, signals in self.config.compiled["density"]:
-            if len(text) >= rule.min_chars and sum(1 for rx in signals if rx.search(text)) >= rule.min_hits:
+        for rule, signals, anchors in self.config.compiled["density"]:
+            if len(text) < rule.min_chars or (anchors and not any(rx.search(text) for rx in anchors)):
+                continue
+            if sum(1 for rx in signals if rx.search(text)) >= rule.min_hits:
                 hits.append(ClassifierHit(rule_id=rule.id, kind=rule.kind, action=rule.action))
         return hits
 

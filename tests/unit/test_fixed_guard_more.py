@@ -240,6 +240,37 @@ def test_a_density_rule_fires_at_exactly_min_chars() -> None:
     assert rules.match(text[:-1]) == []
 
 
+def test_an_anchored_density_rule_needs_one_anchor_and_its_hit_count() -> None:
+    cfg = load_guardrail_config(_table(density=[{"id": "d", "min_hits": 2, "min_chars": 0,
+                                                 "anchors": ["zulu", "yankee"], "signals": ["alpha", "beta", "gamma"]}]))
+    rules = RuleClassifier(cfg)
+    hit = [ClassifierHit(rule_id="d", kind="jailbreak", action="block")]
+    assert rules.match("alpha beta zulu") == hit
+    assert rules.match("alpha yankee beta") == hit  # either anchor
+    assert rules.match("alpha beta gamma") == []  # every signal, no anchor
+    assert rules.match("alpha zulu yankee") == []  # both anchors, one signal
+    assert rules.match("zulu") == []
+
+
+def test_an_anchored_density_rule_still_needs_min_chars() -> None:
+    cfg = load_guardrail_config(_table(density=[{"id": "d", "min_hits": 2, "min_chars": 16,
+                                                 "anchors": ["zulu"], "signals": ["alpha", "beta"]}]))
+    rules = RuleClassifier(cfg)
+    assert len("alpha beta zulu!") == 16
+    assert rules.match("alpha beta zulu!") == [ClassifierHit(rule_id="d", kind="jailbreak", action="block")]
+    assert rules.match("alpha beta zulu") == []
+
+
+def test_a_density_rule_refuses_an_anchor_that_does_not_compile() -> None:
+    import pytest
+
+    from pipelines.errors import ConfigError
+
+    with pytest.raises((ConfigError, ValueError)):
+        load_guardrail_config(_table(density=[{"id": "d", "min_hits": 2, "anchors": ["("],
+                                               "signals": ["alpha", "beta"]}]))
+
+
 def test_pii_found_includes_a_value_already_seen_in_the_history() -> None:
     guard = PreGuard(default_guardrail_config())
     res = asyncio.run(guard.check("write to a@b.co again", history=["my mail is a@b.co"]))
