@@ -393,13 +393,16 @@ class TandemPipeline:
             sentences: list[str] = []
             if intent != "declined" and self._generates(outcome, facts, contract, intent, sub_intent):
                 lead = d.lead_lines(facts, contract)[:self.settings.max_sentences]
+                if lead and not self.settings.continue_after_lead:  # the lead answers: the pack's lines are the reply
+                    lead = template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent)
                 for sentence in lead:  # the fact that answers, stated from the observations
                     gate.add_trusted(sentence)
                     yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
                     sentences.append(sentence)
-                async for sentence in self._generate(contract, gate, emit, lead=lead):
-                    yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
-                    sentences.append(sentence)
+                if not lead or self.settings.continue_after_lead:
+                    async for sentence in self._generate(contract, gate, emit, lead=lead):
+                        yield ReplyDelta(text=("" if not sentences else " ") + vault.restore(sentence))
+                        sentences.append(sentence)
             if not sentences:
                 sentences = ([d.texts.declined] if intent == "declined" else
                              template_reply(d, facts, contract, outcome, intent=intent, sub_intent=sub_intent))

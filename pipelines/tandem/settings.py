@@ -44,6 +44,10 @@ class TandemSettings(BaseModel):
     slot_max_tokens: int = Field(64, ge=16, le=512)
     max_reply_tokens: int = Field(128, ge=1, le=4096)
     max_sentences: int = Field(3, ge=1, le=12)
+    continue_after_lead: bool = Field(
+        True, description="When the pack's lead sentences state the answer from the observations (coach: the best "
+        "counter, an element's matchups), the generator continues after them (true) or the lead and the pack's "
+        "other answer lines are the reply (false: for a generator that invents facts once the facts are said).")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     repetition_penalty: float = Field(1.15, ge=1.0, le=2.0, description="Generator decoding (small models loop).")
     seed: int = 0

@@ -154,3 +154,29 @@ def test_a_row_without_then_still_orchestrates():
     h.turn("Build me a team from scratch", orch=[w1("recommend", "team_from_scratch"), j(decision="respond")],
            gen=["Here is a start."], slots=["{}"])
     assert len(h.calls("orchestrator")) == 2 and h.meta["phi"]["then"] is None
+
+
+def test_with_continue_after_lead_off_the_packs_lines_are_the_reply_and_no_generator_runs():
+    from pipelines.tandem.settings import TandemSettings
+
+    h = TandemHarness("coach", user_id="u001", settings=TandemSettings(continue_after_lead=False))
+    r = h.turn("Teach me what beats water", orch=[w1("teaching", "type_matchups")], gen=["Invented stuff."],
+               slots=["{}"])
+    assert r.reply == "Water creatures are beaten by electric and grass and strong against fire and earth."
+    assert h.calls("generator") == []
+
+
+def test_with_continue_after_lead_off_an_answer_without_a_lead_is_still_generated():
+    from pipelines.tandem.settings import TandemSettings
+
+    h = TandemHarness("coach", user_id="u001", settings=TandemSettings(continue_after_lead=False))
+    r = h.turn("Teach me about matchups", orch=[w1("teaching", "type_matchups"), j(decision="respond")],
+               gen=["Matchups decide battles."], slots=["{}"])
+    assert r.reply == "Matchups decide battles." and len(h.calls("generator")) == 1
+
+
+def test_an_element_starting_with_a_vowel_takes_an():
+    assert _answer_line("species_info", {"name": "Galedrake", "element": "air"}) == [
+        (2, "Galedrake is an air creature.")]
+    assert _answer_line("skill_info", {"name": "Gust", "element": "air", "power": 30}) == [
+        (2, "Gust is an air move with power 30.")]

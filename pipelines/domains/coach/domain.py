@@ -289,6 +289,10 @@ def _join(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _a(word: str) -> str:
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
 def _answer_line(tool: str, res: Mapping[str, Any]) -> list[tuple[int, str]]:
     """(rank, sentence) stating what one successful observation answers (rank 0 most specific)."""
     if tool == "matchup_scores" and res.get("scores"):
@@ -301,9 +305,9 @@ def _answer_line(tool: str, res: Mapping[str, Any]) -> list[tuple[int, str]]:
                     f"and strong against {_join(res.get('strong_against') or [])}.")]
     if tool == "species_info" and res.get("name") and res.get("element"):
         evolves = f", and it evolves into {res['evolves_to']}" if res.get("evolves_to") else ""
-        return [(2, f"{res['name']} is a {res['element']} creature{evolves}.")]
+        return [(2, f"{res['name']} is {_a(str(res['element']))} creature{evolves}.")]
     if tool == "skill_info" and res.get("name") and res.get("element"):
-        return [(2, f"{res['name']} is a {res['element']} move with power {res.get('power')}.")]
+        return [(2, f"{res['name']} is {_a(str(res['element']))} move with power {res.get('power')}.")]
     if tool == "evolution_paths" and res.get("paths") is not None:
         ready = sorted((p for p in res["paths"] if p.get("ready")),
                        key=lambda p: (-(p.get("owned_level") or 0), str(p.get("owned_creature_id"))))
