@@ -261,6 +261,14 @@ def test_an_anchored_density_rule_still_needs_min_chars() -> None:
     assert rules.match("alpha beta zulu") == []
 
 
+def test_a_density_rule_that_does_not_apply_leaves_the_next_one_to_fire() -> None:
+    cfg = load_guardrail_config(_table(density=[
+        {"id": "anchored", "min_hits": 2, "anchors": ["zulu"], "signals": ["alpha", "beta"]},
+        {"id": "long", "min_hits": 2, "min_chars": 500, "signals": ["alpha", "beta"]},
+        {"id": "plain", "min_hits": 2, "signals": ["alpha", "beta"]}]))
+    assert RuleClassifier(cfg).match("alpha beta") == [ClassifierHit(rule_id="plain", kind="jailbreak", action="block")]
+
+
 def test_a_density_rule_refuses_an_anchor_that_does_not_compile() -> None:
     import pytest
 
