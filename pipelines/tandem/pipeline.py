@@ -18,9 +18,11 @@
     kernels           W2: the domain's conflicts → Ψ → paragraph plan (c2); W3: guidance pick with
                       the session seed and ``answer.meta`` write-back (c3)
     contract          one forward contract (c1, c2, c3), emitted as ``contract.forward``
-    reply             templates for paths with nothing to word; otherwise the generator through
-                      the sentence gate (post-guard, echo/repetition; an echo of its prompt ends
-                      the generation), the template when nothing passes
+    reply             templates for paths with nothing to word; otherwise the pack's lead sentence
+                      (the fact that answers, from the observations) and the generator after it,
+                      given as its prefix (``continue_after_lead``; off: the pack's lines alone),
+                      through the sentence gate (post-guard, echo/repetition; an echo of its prompt
+                      ends the generation), the template when nothing passes
     closure           the delivered text is checked against the contract; violations counted (stay 0)
     writeback         ``meta["tandem"]`` (session facts, decision, Φ, steps), ``meta["w3"]``
 
