@@ -245,23 +245,13 @@ class DomainPack:
     def answer_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
         """A template answer from the observations, most specific first: the best counters, an
         element's row of the type chart, a species' element, a skill, who can evolve, the team size."""
-        lines: list[tuple[int, str]] = []
-        for o in facts.observations:
-            res = o.get("result") or {}
-            if o.get("ok") and isinstance(res, dict):
-                lines += _answer_line(str(o.get("tool")), res)
-        return [text for _, text in sorted(lines, key=lambda x: x[0])][:2]
+        return _ranked_lines(facts)[:2]
 
     def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
         """What the reply states first, from the observations alone: the one fact that answers the
         question (the best counter, an element's matchups, a species' element, who can evolve now);
         the generator words the rest. Team-size and lineup reads lead with nothing."""
-        lines: list[tuple[int, str]] = []
-        for o in facts.observations:
-            res = o.get("result") or {}
-            if o.get("ok") and isinstance(res, dict):
-                lines += [x for x in _answer_line(str(o.get("tool")), res) if x[0] < _LEAD_BELOW]
-        return [text for _, text in sorted(lines, key=lambda x: x[0])][:1]
+        return _ranked_lines(facts, below=_LEAD_BELOW)[:1]
 
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
         from pipelines.sgc_turn.ports import CoachFacts
@@ -291,6 +281,13 @@ def _join(names: Sequence[str]) -> str:
 
 def _a(word: str) -> str:
     return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
+def _ranked_lines(facts: TurnFacts, below: int | None = None) -> list[str]:
+    """The answer lines of the turn's successful observations, most specific first (ranks under ``below``)."""
+    lines = [x for o in facts.observations if o.get("ok") and isinstance(o.get("result"), dict)
+             for x in _answer_line(str(o.get("tool")), o["result"]) if below is None or x[0] < below]
+    return [text for _, text in sorted(lines, key=lambda x: x[0])]
 
 
 def _answer_line(tool: str, res: Mapping[str, Any]) -> list[tuple[int, str]]:
