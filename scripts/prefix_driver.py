@@ -164,6 +164,7 @@ class DriverApp:
     def runner(self, kind: str, models: Any) -> Any:
         """A turn runner over a ``kind`` pipeline (tandem or dr) on the app's deployments."""
         from pipelines.counters import Counters
+        from pipelines.guardrails import LocalGuardrails
         from pipelines.registry import DRConfig, Parts, build_pipeline
         from pipelines.turn import TurnRunner
         from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port
@@ -178,7 +179,8 @@ class DriverApp:
                                 max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed)
         parts = Parts(models=models, domain=self.args.domain.name,
                       tools=tool_port(self.args.domain.name, self._handle("ToolsServer")),
-                      guardrails=HandleGuardrails(self._handle("GuardrailsServer")),
+                      guardrails=(LocalGuardrails() if self.args.guardrails.placement == "ingress"  # as the app
+                                  else HandleGuardrails(self._handle("GuardrailsServer"))),
                       kernels=HandleRuleKernels(self._handle("RuleKernels")), counters=Counters())
         store = SQLiteSessionStore(Path(self.args.store.path or "sessions.db").with_suffix(f".{kind}.db"))
         return TurnRunner(build_pipeline(settings, parts), store, max_history_turns=s.max_history_turns,

@@ -5,7 +5,8 @@ Graph (embedded profile; production differs only by config)::
     client ─HTTP/SSE─┐                    ┌─► LLMServer:<model>  (orchestrator / generator / slot_extractor
     client ─gRPC─────┼─► TandemIngress ───┤                       roles map to model deployments by config)
     client ─OpenAI───┘   (routes, auth,   ├─► ToolsServer       (the domain's typed tools + its world)
-                          turn pipeline)  ├─► GuardrailsServer  (pre / post guard; rule table via user_config)
+                          turn pipeline,  ├─► GuardrailsServer  (only with guardrails.placement: deployment)
+                          pre/post guard) │
                                           ├─► RuleKernels       (Φ / Ψ / tiers / W3 of the domain; user_config)
                                           └─► SessionStore (SQLite | Redis)
 
@@ -53,9 +54,10 @@ def cpu_deployments(cfg: AppConfig) -> dict[str, Application]:
     if "tools" in record.deployments:
         cls, name = tools_server_for(cfg.domain.name)
         out["tools"] = serve.deployment(cls, name=name, **opts.tools.to_serve_options()).bind(domain)
-    if "guardrails" in record.deployments:
+    if "guardrails" in record.deployments and cfg.guardrails.placement == "deployment":
         # The rule table starts as the bundled one; a Serve file's `deployments: [{name:
         # GuardrailsServer, user_config: {table: ...}}]` replaces it live (see serve/deploy.py).
+        # With `guardrails.placement: ingress` (the default) the ingress runs the guard itself.
         out["guardrails"] = serve.deployment(
             GuardrailsServer, name="GuardrailsServer", **opts.guardrails.to_serve_options()).bind()
     if "rule_kernels" in record.deployments:

@@ -150,6 +150,18 @@ class DomainConfig(Strict):
     tau2_db: str | None = Field(None, description="Import this tau2 db.json into an empty store instead.")
 
 
+class GuardrailsConfig(Strict):
+    """Where the pre- and post-guard run."""
+
+    placement: Literal["ingress", "deployment"] = Field(
+        "ingress",
+        description="`ingress`: in the ingress's own process (no handle hop on the way to a turn's first "
+        "token; its table is TandemIngress's user_config `{guardrails: {table: ...}}`); `deployment`: in "
+        "the GuardrailsServer CPU deployment (scaled apart from the ingress; its table is that "
+        "deployment's user_config `{table: ...}`).",
+    )
+
+
 class DeploymentsConfig(Strict):
     """Options of the CPU deployments that host pipeline parts."""
 
@@ -175,6 +187,7 @@ class AppConfig(Strict):
     )
     domain: DomainConfig = Field(default_factory=DomainConfig)
     deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
 
     @model_validator(mode="after")
     def _domain_fits_pipeline(self) -> AppConfig:
@@ -238,9 +251,19 @@ def _validate_rule_bundle(user_config: dict[str, Any], domain: str = "coach") ->
 
 
 def _validate_ingress_user_config(user_config: dict[str, Any]) -> None:
-    """``{auth: {keys: [{id, sha256}, ...]}}``: API keys rotated live on the ingress."""
-    if set(user_config) - {"auth"}:
-        raise ValueError(f"unknown keys {sorted(set(user_config) - {'auth'})} (expected 'auth')")
+    """``{auth: {keys: [{id, sha256}, ...]}, guardrails: {table: {...}}}``: API keys rotated live on the
+    ingress, and the guard's rule table where the guard runs in the ingress (``guardrails.placement``)."""
+    if set(user_config) - {"auth", "guardrails"}:
+        raise ValueError(f"unknown keys {sorted(set(user_config) - {'auth', 'guardrails'})} "
+                         "(expected 'auth', 'guardrails')")
+    if "guardrails" in user_config:
+        guard = user_config["guardrails"]
+        if not isinstance(guard, dict) or set(guard) != {"table"}:
+            raise ValueError("guardrails: expected {table: {...}} (the guard's rule table)")
+        try:
+            _validate_guardrail_table(guard)
+        except (ValueError, ConfigError) as exc:
+            raise ValueError(f"guardrails: {getattr(exc, 'message', exc)}") from exc
     auth = user_config.get("auth") or {}
     if not isinstance(auth, dict) or set(auth) - {"keys"}:
         raise ValueError("auth: only 'keys' (a list of {id, sha256}) can change live")
@@ -296,8 +319,16 @@ class ApplicationEntry(Strict):
 
     @model_validator(mode="after")
     def _tables_fit_domain(self) -> ApplicationEntry:
+        placement = self.args.guardrails.placement
         for i, d in enumerate(self.deployments):
             try:
+                if d.name == "GuardrailsServer" and placement == "ingress":
+                    raise ValueError("the guard runs in the ingress (guardrails.placement: ingress): give its "
+                                     "table as {name: TandemIngress, user_config: {guardrails: {table: ...}}}, "
+                                     "or set guardrails.placement: deployment")
+                if d.name == "TandemIngress" and "guardrails" in d.user_config and placement == "deployment":
+                    raise ValueError("the guard runs in GuardrailsServer (guardrails.placement: deployment): "
+                                     "give its table as {name: GuardrailsServer, user_config: {table: ...}}")
                 d.check(self.args.domain.name)
             except ValueError as exc:
                 raise ValueError(f"deployments.{i} ({d.name}): {exc}") from exc

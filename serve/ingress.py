@@ -32,6 +32,7 @@ from pipelines.turn_input import check_idempotency_key
 from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port, unwrap
 from serve.auth import ApiKeys, RateLimiter, parse_key_entries
 from serve.config import AppConfig, StoreConfig, parse_app_config
+from serve.deployments.guardrails import LiveGuardrails
 from serve.edge import (
     SafeJSONResponse,
     decode_json,
@@ -141,9 +142,12 @@ class TandemIngress(OpenAiIngress):
         self.turn_metrics = TurnMetrics()
         # The pipeline: its kind's record says what it needs; every handle is wrapped in its port.
         self.counters = ServeCounters()
+        # guardrails.placement: ingress — the guard runs here, its table from this deployment's user_config
+        self.guard = LiveGuardrails() if cfg.guardrails.placement == "ingress" else None
         parts = Parts(
             models=self.models, domain=cfg.domain.name, tools=tool_port(cfg.domain.name, tools),
-            guardrails=HandleGuardrails(guardrails) if guardrails is not None else None,
+            guardrails=self.guard if self.guard is not None else
+            HandleGuardrails(guardrails) if guardrails is not None else None,
             kernels=HandleRuleKernels(rule_kernels) if rule_kernels is not None else None,
             counters=self.counters,
         )
@@ -160,9 +164,20 @@ class TandemIngress(OpenAiIngress):
                     "on" if cfg.auth.enabled else "off (single-tenant development mode)")
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
-        """Ray Serve ``user_config`` of the ingress: ``{auth: {keys: [{id, sha256}, ...]}}`` (rotation, live)."""
+        """Ray Serve ``user_config`` of the ingress: ``{auth: {keys: [{id, sha256}, ...]}}`` (rotation, live)
+        and, where the guard runs here, ``{guardrails: {table: {...}}}`` (a refused table keeps the active one)."""
         keys = (user_config.get("auth") or {}).get("keys", [])
         self.auth.set_live_keys(parse_key_entries(keys, source="TandemIngress user_config"))
+        table = (user_config.get("guardrails") or {}).get("table")
+        if table and self.guard is None:
+            logger.error("a guardrail table arrived on TandemIngress, but the guard runs in GuardrailsServer "
+                         "(guardrails.placement: deployment): ignored")
+        elif self.guard is not None:
+            self.guard.apply(table)
+
+    async def guard_info(self) -> dict[str, Any]:
+        """The in-process guard's table version, pid and last refusal (``{}`` where GuardrailsServer runs it)."""
+        return self.guard.info() if self.guard is not None else {}
 
     # -- shared core ---------------------------------------------------------------
 

@@ -29,8 +29,9 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,12 +71,16 @@ class W1Outcome:
 class Perception:
     """One turn's W1 (see module docstring)."""
 
-    def __init__(self, domain: Any, models: ModelClient, phi: PhiTable, settings: TandemSettings, *,
+    def __init__(self, domain: Any, models: ModelClient, phi: PhiTable | Awaitable[PhiTable],
+                 settings: TandemSettings, *,
                  snapshot: dict[str, Any], caller: ToolCaller, gate: SentenceGate, counters: Any,
                  emit: Callable[..., None], on_c1: Callable[[str, str], None] | None = None,
                  on_labels: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        self.domain, self.models, self.phi_table, self.s = domain, models, phi, settings
+        # Φ's table may still be on its way (the rule kernels' version check): only the labels need it,
+        # so the narration starts without waiting for it (see :meth:`_phi`).
+        self.domain, self.models, self.s = domain, models, settings
+        self._phi_source: PhiTable | Awaitable[PhiTable] = phi
         self.snapshot, self.caller, self.gate = snapshot, caller, gate
         self.counters, self.emit, self.on_c1, self.on_labels, self.clock = counters, emit, on_c1, on_labels, clock
         self.out = W1Outcome()
@@ -148,6 +153,17 @@ class Perception:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
+    async def _phi(self) -> None:
+        """Resolve Φ's table once (an awaitable given at construction), before the first label closes."""
+        if inspect.isawaitable(self._phi_source):
+            self._phi_source = await self._phi_source
+
+    @property
+    def phi_table(self) -> PhiTable:
+        if inspect.isawaitable(self._phi_source):
+            raise RuntimeError("Φ's table is still pending: await _phi() first")
+        return self._phi_source
+
     def _on_sub_intent(self, ev: SubIntentParsed, t0: float) -> None:
         self.out.intent, self.out.sub_intent = ev.intent, ev.sub_intent
         if self.on_c1 is not None:
@@ -195,6 +211,7 @@ class Perception:
     async def _label_pair(self, call: ModelCall, labels: dict[str, list[str]], t0: float) -> str:
         """The two labels decoded alone, then Φ on their close. Returns their text."""
         intent, sub, text = await self._decode_labels(call, labels)
+        await self._phi()
         self._on_sub_intent(SubIntentParsed(intent=intent, sub_intent=sub, offset=len(text)), t0)
         return text
 
@@ -250,6 +267,7 @@ class Perception:
     async def _serial(self, call: ModelCall, labels: dict[str, list[str]], splitter: SentenceSplitter,
                       t0: float, user_text: str) -> AsyncIterator[NarrationDelta]:
         """One stream (or its segments) through the parser: labels, then the narration."""
+        await self._phi()  # one stream: its labels may close at any chunk
         parser = PerceptionParser(labels=labels, tags=self.s.tags)
         parser.feed(self.opening)
         raw: list[str] = [self.opening]

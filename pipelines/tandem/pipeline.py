@@ -75,6 +75,12 @@ _INTERNAL_TERMS = ("authenticated_user_id", "awaiting_confirmation", "action_exe
                    "the user", "the task", "the contract", "the facts")
 
 
+def _quiet(task: asyncio.Future[Any]) -> asyncio.Future[Any]:
+    """``task``, its failure read once done (it is raised where the turn awaits it, or the turn ended first)."""
+    task.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return task
+
+
 class TandemPipeline:
     """The composed turn (see module docstring); ``history_turns`` is what the runner should load."""
 
@@ -111,10 +117,11 @@ class TandemPipeline:
     # -- the turn ----------------------------------------------------------------------------
 
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
-        s, d = self.settings, self.domain
+        d = self.domain
         state, turn_index = self._previous(ctx)
         t0 = self.clock()
-        # the rule tables' version check runs beside the pre-guard (two independent hops, one wait)
+        # The rule tables' version check runs beside the pre-guard and the narration: only the labels (and
+        # Φ on their close) need the tables, so the hop is never on the way to the first narration token.
         tables_task = asyncio.create_task(self._w1_tables())
         try:
             with guard_span("pre", turn_id=ctx.turn_id) as guard:
@@ -135,8 +142,34 @@ class TandemPipeline:
                 self.counters.blocked(hit.kind)
         emit("tandem.pre_guard", **pre.summary())
         ctx.stage_ms["pre_guard"] = (self.clock() - t0) * 1000
-        tables = await tables_task
-        ctx.rules_version = f"{pre.rules_version}+{tables.version}"
+        ctx.rules_version = pre.rules_version
+        meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": d.name}
+        tables = _quiet(asyncio.ensure_future(self._versioned(ctx, pre, tables_task, meta)))
+        phi = _quiet(asyncio.ensure_future(self._phi(tables)))
+        try:
+            async for event in self._turn(ctx, pre, vault, emit, state, meta, t0, tables, phi):
+                yield event
+        finally:
+            for task in (phi, tables, tables_task):
+                if not task.done():
+                    task.cancel()
+
+    @staticmethod
+    async def _phi(tables: asyncio.Future[Any]) -> Any:
+        return (await tables).phi
+
+    @staticmethod
+    async def _versioned(ctx: TurnContext, pre: Any, task: asyncio.Task[Any], meta: dict[str, Any]) -> Any:
+        """The W1 tables (awaited where first needed); the turn's rules version names both tables."""
+        tables = await task
+        ctx.rules_version = meta["rules_version"] = f"{pre.rules_version}+{tables.version}"
+        return tables
+
+    async def _turn(self, ctx: TurnContext, pre: Any, vault: Vault, emit: Callable[..., None],
+                    state: dict[str, Any], meta: dict[str, Any], t0: float, tables: asyncio.Future[Any],
+                    phi: asyncio.Future[Any]) -> AsyncIterator[Any]:
+        s, d = self.settings, self.domain
+        turn_index = meta["turn_index"]
         facts = TurnFacts(session_id=ctx.session_id, user_text=pre.text, user_texts=[*pre.history, pre.text],
                           user_id=ctx.request.user_id, state=state)
         for text in facts.user_texts:
@@ -146,8 +179,9 @@ class TandemPipeline:
         await d.prepare(facts, self.tools)
         ctx.stage_ms["prepare"] = (self.clock() - t0) * 1000 - ctx.stage_ms["pre_guard"]
         pending = facts.state.get("pending")
-        meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": d.name}
         ctx.meta[META_KEY] = meta
+        if pre.route is not None or pre.blocked or (pending and pre.confirmation in ("affirmative", "negative")):
+            await tables  # a turn decided without W1: the version is known before anything is recorded
         caller = ToolCaller(d, self.tools, facts, vault, locale=ctx.request.locale, timeout_s=s.tool_timeout_s,
                             counters=self.counters, emit=emit)
         orch = Orchestrator(d, self.models, s, facts=facts, caller=caller, vault=vault, counters=self.counters,
@@ -185,16 +219,19 @@ class TandemPipeline:
         except Stop as stop:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
         if outcome is None:
-            async for event in self._perceive_and_decide(ctx, facts, tables, caller, orch, vault, emit, meta):
+            async for event in self._perceive_and_decide(ctx, facts, tables, phi, caller, orch, vault, emit,
+                                                         meta):
                 if isinstance(event, tuple):
                     outcome, intent, sub_intent, c1 = event
                 else:
                     yield event
+        await tables  # W1's labels awaited it already, unless they failed first
         async for event in self._respond(ctx, facts, outcome, intent, sub_intent, c1, vault, emit, meta,
                                          turn_index):
             yield event
 
-    async def _perceive_and_decide(self, ctx: TurnContext, facts: TurnFacts, tables: Any, caller: ToolCaller,
+    async def _perceive_and_decide(self, ctx: TurnContext, facts: TurnFacts, tables: Any, phi: Any,
+                                   caller: ToolCaller,
                                    orch: Orchestrator, vault: Vault, emit: Callable[..., None],
                                    meta: dict[str, Any]) -> AsyncIterator[Any]:
         s, d = self.settings, self.domain
@@ -252,7 +289,7 @@ class TandemPipeline:
             # W1's narration streams on beside the label calls: the decision need not wait for it.
             decision.append(asyncio.create_task(decide()))
 
-        w1 = Perception(d, self.models, tables.phi, s, snapshot=d.snapshot_values(facts), caller=caller,
+        w1 = Perception(d, self.models, phi, s, snapshot=d.snapshot_values(facts), caller=caller,
                         gate=narration_gate, counters=self.counters, emit=emit, on_c1=on_c1, clock=self.clock,
                         on_labels=on_labels if s.w1_parallel_narration else None)
         t1 = self.clock()
@@ -303,7 +340,7 @@ class TandemPipeline:
         from pipelines.sgc.snapshot import Snapshot
 
         snapshot = self.domain.snapshot_values(facts)
-        outcome = phi_lookup(tables.phi, intent, sub_intent, Snapshot.of(snapshot))
+        outcome = phi_lookup((await tables).phi, intent, sub_intent, Snapshot.of(snapshot))
         if not (outcome.hit and outcome.tools):
             return False
         self.counters.dispatch("phi_fill")

@@ -1,7 +1,7 @@
 """DR multi-step flows end to end, with the orchestrator role served by a scripted deployment.
 
 The app is the real one (ingress, ToolsServer over the SQLite world,
-GuardrailsServer, the real SmolLM2 generator on vLLM); only the orchestrator
+GuardrailsServer — ``guardrails.placement: deployment`` here —, the real SmolLM2 generator on vLLM); only the orchestrator
 role maps to ``ScriptedOrchestrator`` (tests/integration/scripted_llm.py), so
 the flows do not depend on a 135M model's competence.
 """
@@ -37,6 +37,8 @@ def app(tmp_path_factory: pytest.TempPathFactory):
         },
         "roles": {"orchestrator": "scripted"},
         "pipeline": {"kind": "dr", "max_steps": 3, "max_reply_tokens": 48},
+        # this module keeps the guard in its own deployment (the ingress placement: test_tandem_support.py)
+        "guardrails": {"placement": "deployment"},
         "domain": {"name": "support", "seed": 7, "world_path": str(tmp / "world.db")},
     }
     yield from start_app(tmp, overrides)

@@ -107,3 +107,44 @@ def test_the_sessions_decisions_replay_identically(app):
 
     rows = asyncio.run(replay_session(SESSION, SQLiteSessionStore(app.store_path), app.telemetry))
     assert rows and all(r["identical"] for r in rows), rows
+
+
+def test_the_guard_table_reloads_live_in_the_ingress(app):
+    """``guardrails.placement: ingress`` (the default): no GuardrailsServer runs; the table arrives as the
+    ingress's user_config and applies in place (same process); a refused table keeps the active one.
+    Last in the module: it changes the app's table."""
+    import time
+
+    import yaml
+    from ray import serve
+
+    from .conftest import REPO
+
+    assert "GuardrailsServer" not in serve.status().applications[app.app_name].deployments
+    h = serve.get_deployment_handle("TandemIngress", app_name=app.app_name)
+    before = h.guard_info.remote().result()
+    table = yaml.safe_load((REPO / "configs" / "guardrails.yaml").read_text())
+
+    def wait_for(pred, timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = h.guard_info.remote().result()
+            if pred(info):
+                return info
+            time.sleep(0.5)
+        raise AssertionError(f"condition never held; last {info}")
+
+    app.redeploy([{"name": "TandemIngress",
+                   "user_config": {"guardrails": {"table": {**table, "version": "guardrails-test-2"}}}}])
+    after = wait_for(lambda i: i["version"] == "guardrails-test-2")
+    assert after["pid"] == before["pid"]  # reconfigured in place, not restarted
+    e = app.turn("reload-1", "I want to talk to a human agent please.")
+    assert e[-1]["rules_version"].startswith("guardrails-test-2+")
+    assert [x["reason_code"] for x in e if x["type"] == "escalation"] == ["user_requested_human"]
+
+    bad = {**table, "version": "guardrails-test-bad", "injection": [{"id": "x", "kind": "injection", "pattern": "("}]}
+    app.redeploy([{"name": "TandemIngress", "user_config": {"guardrails": {"table": bad}}}], validate=False)
+    refused = wait_for(lambda i: i["last_error"] is not None)
+    assert refused["version"] == "guardrails-test-2" and refused["pid"] == before["pid"]
+    e = app.turn("reload-2", "I want to talk to a human agent please.")
+    assert e[-1]["rules_version"].startswith("guardrails-test-2+")

@@ -332,3 +332,4 @@ def test_a_failing_pre_guard_leaves_no_tables_check_behind():
     r = h.turn("Hi! What can you help me with?")
     # cancelled by the turn as the pre-guard failed, not left for the event loop's shutdown
     assert r.status == "failed" and len(seen) == 1 and seen[0] < len(h.sink.events)
+

@@ -365,3 +365,77 @@ def test_a_narration_opening_with_a_subject_goes_out_from_its_first_token(parts,
     deltas = [e.text for e in r.of("narration.delta")]
     assert deltas[0] == first and "".join(deltas) == delivered
     assert h.meta["narration"] == delivered
+
+
+def _held_tables(h: TandemHarness, release: Any, delay_s: float = 0.0):
+    """Make the rule kernels' version check answer only once ``release`` is set (or fail after 2 s)."""
+    import asyncio
+
+    asked = h.kernels.tables_version
+
+    async def tables_version():
+        await asyncio.wait_for(release.wait(), 2)
+        await asyncio.sleep(delay_s)
+        return await asked()
+
+    h.kernels.tables_version = tables_version  # type: ignore[method-assign]
+
+
+def test_the_first_narration_token_does_not_wait_for_the_rule_tables():
+    """Only W1's labels (and Φ on their close) need the tables: the kernels' version check may still be on its
+    way when the narration's first word reaches the client; the turn's rules version then names both tables."""
+    import asyncio
+
+    from pipelines.events import TurnRequest
+
+    h = TandemHarness(settings=PARALLEL)
+    h.models.push("orchestrator", *[beside(w1("greeting", "hello", "Happy to help."))] * 3)
+
+    async def go() -> tuple[list, list[str]]:
+        release = asyncio.Event()
+        _held_tables(h, release)
+        events, seen_before = [], []
+        async for ev in h.runner.run("s1", TurnRequest(text="Hi! What can you help me with?"), trace_id="tr",
+                                     turn_id="t1"):
+            if ev.type == "narration.delta" and not release.is_set():
+                seen_before.append(ev.text)
+                release.set()  # the tables arrive only now
+            events.append(ev)
+        return events, seen_before
+
+    events, before = asyncio.run(go())
+    assert before and events[-1].status == "ok"
+    version = f"{h.pipeline.guardrails.version}+{h.kernels.holder.active.version}"
+    assert events[-1].rules_version == version and h.meta["rules_version"] == version
+
+
+def test_turns_decided_without_w1_record_both_table_versions():
+    """A handoff, and a confirmed write (its record is written before the reply), with the tables late."""
+    import asyncio
+
+    h = TandemHarness(settings=PARALLEL)
+    version = f"{h.pipeline.guardrails.version}+{h.kernels.holder.active.version}"
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[beside(w1("greeting", "hello"))] * 3)
+    h.turn("Please cancel order #W1000001", orch=[
+        *[beside(w1("cancel", "order"))] * 3,
+        j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+    ])
+    assert h.store.turns["s1"][-1].meta["tandem"]["state"]["pending"]["card_id"] == "card.cancel_order"
+    release = asyncio.Event()
+    release.set()
+    _held_tables(h, release, delay_s=0.05)
+    saved: list[str] = []
+    save = h.runner.store.save_turn
+
+    async def save_turn(session_id, record, **kw):  # the checkpoint after the write, then the final record
+        saved.append(record.meta["tandem"]["rules_version"])
+        return await save(session_id, record, **kw)
+
+    h.runner.store.save_turn = save_turn  # type: ignore[method-assign]
+    r = h.turn("yes")
+    assert h.world.orders["#W1000001"].status == "cancelled" and h.meta["executed"] == "card.cancel_order"
+    assert saved == [version, version]
+    assert r.events[-1].rules_version == version and h.meta["rules_version"] == version
+    r = h.turn("I want to talk to a human agent please.")
+    assert [e.reason_code for e in r.of("escalation")] == ["user_requested_human"]
+    assert r.events[-1].rules_version == version and h.meta["rules_version"] == version
