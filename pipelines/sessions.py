@@ -10,7 +10,10 @@ makes a turn safe in front of several users and several ingress replicas:
 * **leases** — one holder per session at a time across processes
   (:class:`SessionLocks` adds an in-process lock in front, so waiters of one
   replica queue without polling the store);
-* **idempotency keys** — a key saved with a turn finds that turn again.
+* **idempotency keys** — a key saved with a turn finds that turn again;
+* **one read to start a turn** — :func:`load_turn` reads the owner, the turn of
+  an idempotency key and the history in one store call where the store offers
+  ``load_turn`` (SQLite: one thread hop and one snapshot instead of three).
 
 ``serve/stores`` implements it on SQLite and Redis; the tests on a dict.
 """
@@ -22,12 +25,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from pipelines.errors import SessionBusy
 from pipelines.protocols import SessionStore, TurnRecord
 
-__all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store"]
+__all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store", "TurnLoad", "load_turn"]
 
 logger = logging.getLogger("tandem.sessions")
 
@@ -212,3 +216,26 @@ def as_turn_store(store: SessionStore) -> TurnStore:
     if all(hasattr(store, m) for m in ("owner", "save_turn", "find_turn", "acquire_lease", "release_lease")):
         return store  # type: ignore[return-value]
     return _AppendOnly(store)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class TurnLoad:
+    """What a turn reads before it runs: the session's owner, the turn an idempotency key names, the history."""
+
+    owner: str | None
+    known: TurnRecord | None = None
+    history: list[TurnRecord] = field(default_factory=list)
+
+
+async def load_turn(store: TurnStore, session_id: str, idempotency_key: str | None, limit: int | None) -> TurnLoad:
+    """One read where the store has ``load_turn`` (owner, keyed turn and history at once), else three calls.
+
+    ``known`` is looked up only with a key; ``history`` is only read when no keyed turn was found.
+    """
+    one = getattr(store, "load_turn", None)
+    if one is not None:
+        return await one(session_id, idempotency_key, limit)
+    owner = await store.owner(session_id)
+    known = await store.find_turn(session_id, idempotency_key) if idempotency_key else None
+    return TurnLoad(owner, known, [] if known is not None else await store.get_history(session_id, limit))
+

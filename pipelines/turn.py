@@ -47,7 +47,7 @@ from pipelines.events import (
     TurnRequest,
 )
 from pipelines.protocols import EventSink, NullEventSink, SessionStore, TurnRecord
-from pipelines.sessions import LOCAL_PRINCIPAL, SessionLocks, as_turn_store
+from pipelines.sessions import LOCAL_PRINCIPAL, SessionLocks, as_turn_store, load_turn
 from pipelines.telemetry import annotate, stage_span
 from pipelines.turn_input import SESSION_ID_RE, parse_turn_request, validate_session_id
 
@@ -326,14 +326,12 @@ class TurnRunner:
                 yield ev
 
     async def _prepare(self, t: _Turn) -> tuple[TurnRecord | None, list[TurnRecord]]:
-        owner = await self.store.owner(t.session_id)
-        if owner is not None and owner != t.principal:
+        loaded = await load_turn(self.store, t.session_id, t.idempotency_key, self.max_history_turns)
+        if loaded.owner is not None and loaded.owner != t.principal:
             raise NotFound(f"no session {t.session_id!r}", details={"session_id": t.session_id})
-        if t.idempotency_key:
-            known = await self.store.find_turn(t.session_id, t.idempotency_key)
-            if known is not None:
-                return known, []
-        return None, await self.store.get_history(t.session_id, self.max_history_turns)
+        if loaded.known is not None:
+            return loaded.known, []
+        return None, loaded.history
 
     async def _replay(self, t: _Turn, known: TurnRecord) -> AsyncIterator[Any]:
         """The recorded answer of a retried turn (same Idempotency-Key): never re-run."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import ConfigError, NotFound, StoreUnavailable
 from pipelines.protocols import TurnRecord
-from pipelines.sessions import LOCAL_PRINCIPAL
+from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -349,6 +349,32 @@ class RedisSessionStore:
     async def release_lease(self, session_id: str, holder: str) -> None:
         """Delete the lease if ``holder`` still has it (compare-and-delete in one script)."""
         await self._guard(self._script("release")(keys=[self.lease_key(session_id)], args=[holder]))
+
+    async def load_turn_sealed(self, session_id: str, idempotency_key: str | None,
+                               limit: int | None) -> tuple[TurnLoad, bytes | None]:
+        """Owner, history, vault and the key's turn id in one round trip (MULTI: one snapshot); the keyed
+        turn's row, when there is one, in a second."""
+        if limit is not None and limit <= 0:
+            limit = 0
+        c = self.client()
+        pipe = c.pipeline(transaction=True)
+        pipe.hget(self.meta_key(session_id), "principal")
+        pipe.lrange(self.turns_key(session_id), 0 if limit is None else -limit, -1)
+        pipe.get(self.vault_key(session_id))
+        if idempotency_key:
+            pipe.hget(self.idem_key(session_id), idempotency_key)
+        owner, rows, vault, *tid = await self._guard(pipe.execute())
+        blob = None if vault is None else vault.encode()
+        if tid and tid[0] is not None:
+            known = await self.find_turn(session_id, idempotency_key)  # type: ignore[arg-type]
+            if known is not None:
+                return TurnLoad(owner, known, []), blob
+        history = [] if limit == 0 else [TurnRecord.model_validate_json(r) for r in rows]
+        return TurnLoad(owner, None, history), blob
+
+    async def load_turn(self, session_id: str, idempotency_key: str | None, limit: int | None) -> TurnLoad:
+        """What a turn reads before it runs (:func:`pipelines.sessions.load_turn`)."""
+        return (await self.load_turn_sealed(session_id, idempotency_key, limit))[0]
 
     async def get_vault(self, session_id: str) -> bytes | None:
         """The session's sealed vault, or None."""

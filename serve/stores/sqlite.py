@@ -29,7 +29,7 @@ from typing import Any
 
 from pipelines.errors import NotFound, StoreUnavailable, TandemError
 from pipelines.protocols import TurnRecord
-from pipelines.sessions import LOCAL_PRINCIPAL
+from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad
 
 __all__ = ["SQLiteSessionStore"]
 
@@ -227,6 +227,30 @@ class SQLiteSessionStore:
             return None
         row = conn.execute("SELECT blob FROM vaults WHERE session_id=?", (session_id,)).fetchone()
         return None if row is None else bytes(row[0])
+
+    def _load(self, session_id: str, key: str | None, limit: int | None) -> tuple[TurnLoad, bytes | None]:
+        """Owner, keyed turn, history and sealed vault in one read transaction (one snapshot)."""
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            owner, exists = self._live(conn, session_id)
+            if not exists:
+                return TurnLoad(None), None
+            known = self._find(session_id, key) if key else None
+            history = [] if known is not None else self._history(session_id, limit)
+            row = conn.execute("SELECT blob FROM vaults WHERE session_id=?", (session_id,)).fetchone()
+            return TurnLoad(owner, known, history), None if row is None else bytes(row[0])
+        finally:
+            conn.execute("COMMIT")
+
+    async def load_turn(self, session_id: str, idempotency_key: str | None, limit: int | None) -> TurnLoad:
+        """What a turn reads before it runs, in one thread hop (:func:`pipelines.sessions.load_turn`)."""
+        return (await self._run(self._load, session_id, idempotency_key, limit))[0]
+
+    async def load_turn_sealed(self, session_id: str, idempotency_key: str | None,
+                               limit: int | None) -> tuple[TurnLoad, bytes | None]:
+        """:meth:`load_turn` plus the session's sealed vault, still one hop (for the redacting store)."""
+        return await self._run(self._load, session_id, idempotency_key, limit)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:

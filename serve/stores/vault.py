@@ -29,7 +29,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from pipelines.errors import ConfigError
 from pipelines.guardrails.pii import Vault
 from pipelines.protocols import TurnRecord
-from pipelines.sessions import LOCAL_PRINCIPAL
+from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad
 
 __all__ = ["VaultCipher", "RedactingStore", "map_strings"]
 
@@ -115,6 +115,21 @@ class RedactingStore:
             return rows
         vault = await self._vault(session_id)
         return [self._restore(vault, r) for r in rows]
+
+    async def load_turn(self, session_id: str, idempotency_key: str | None, limit: int | None) -> TurnLoad:
+        """Owner, keyed turn and history restored with the session's vault: one inner read where the inner
+        store reads its vault with them (``load_turn_sealed``), else the inner calls one by one."""
+        sealed = getattr(self.inner, "load_turn_sealed", None)
+        if sealed is None:
+            owner = await self.inner.owner(session_id)
+            known = await self.find_turn(session_id, idempotency_key) if idempotency_key else None
+            return TurnLoad(owner, known, [] if known is not None else await self.get_history(session_id, limit))
+        loaded, blob = await sealed(session_id, idempotency_key, limit)
+        if loaded.known is None and not loaded.history:
+            return loaded
+        vault = Vault.from_entries(self.cipher.open(blob))
+        return TurnLoad(loaded.owner, None if loaded.known is None else self._restore(vault, loaded.known),
+                        [self._restore(vault, r) for r in loaded.history])
 
     async def session_exists(self, session_id: str) -> bool:
         return await self.inner.session_exists(session_id)
