@@ -25,6 +25,7 @@ import asyncio
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -136,6 +137,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--out", default=str(REPO / "results" / "bench_overhead.json"))
+    ap.add_argument("--switch-interval-ms", type=float, default=None,
+                    help="ingress.switch_interval_ms for the app (default: the config's)")
     ns = ap.parse_args()
 
     # The overhead is measured on the prompting pipeline: its one generator call is exactly the
@@ -155,8 +158,16 @@ def main() -> int:
     from serve.loadtest.cli import free_port
 
     raw = yaml.safe_load(Path(ns.config).read_text())
-    raw["applications"][0]["args"]["pipeline"] = {"kind": "prompting", "max_reply_tokens": ns.max_tokens}
-    cfg_path = Path(tempfile.mkdtemp(prefix="tandem-bench-")) / "prompting.yaml"
+    work = Path(tempfile.mkdtemp(prefix="tandem-bench-"))
+    app_args = raw["applications"][0]["args"]
+    app_args["pipeline"] = {"kind": "prompting", "max_reply_tokens": ns.max_tokens}
+    # A private session store: the sessions of an earlier run (same ids, the default store) would bring
+    # their history into the turn's prompt, and the turn would no longer send the other paths' tokens.
+    app_args["store"] = {**app_args.get("store", {}), "kind": "sqlite", "path": str(work / "sessions.db")}
+    app_args.setdefault("telemetry", {})["jsonl_dir"] = str(work / "telemetry")
+    if ns.switch_interval_ms is not None:
+        app_args.setdefault("ingress", {})["switch_interval_ms"] = ns.switch_interval_ms
+    cfg_path = work / "prompting.yaml"
     cfg_path.write_text(yaml.safe_dump(raw))
     sf = load_serve_file(cfg_path)
     args = sf.applications[0].args
@@ -196,11 +207,13 @@ def main() -> int:
         client = httpx.Client(timeout=120)
         stub = assistant_pb2_grpc.AssistantStub(channel)
 
+        run = uuid.uuid4().hex[:8]  # fresh sessions: every turn sends exactly the other paths' messages
+
         def one(name: str, i: int, text: str, call) -> tuple[float, float]:
             if name == "turn":
-                return app_turn(client, ep["http"], f"bench-{i}", text)
+                return app_turn(client, ep["http"], f"bench-{run}-{i}", text)
             if name == "turn_grpc":
-                return grpc_turn(stub, ep["app"], f"bench-g{i}", text)
+                return grpc_turn(stub, ep["app"], f"bench-{run}-g{i}", text)
             if name == "openai_route":
                 return openai_turn(client, base, openai_body(gen.model_id, call))
             return in_loop(direct_turn(handle, gen.model_id, call))
@@ -229,6 +242,7 @@ def main() -> int:
             "grpc_ratio_vs_handle": s["turn_grpc"]["p50"] / s["handle"]["p50"],
             "grpc_ratio_vs_openai_route": s["turn_grpc"]["p50"] / s["openai_route"]["p50"],
             "turns": ns.turns, "config": Path(ns.config).name, "max_reply_tokens": p.max_reply_tokens,
+            "switch_interval_ms": args.ingress.switch_interval_ms,
             # the ingress's own first token (from receiving the request) and the rest of the client's wait
             # (proxy, connection, framing), per turn path
             "server_first_token_ms": {k: {"p50": pct(v, 0.5), "p90": pct(v, 0.9)} for k, v in SERVER.items()},

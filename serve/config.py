@@ -126,6 +126,11 @@ class IngressConfig(DeploymentOptions):
                                         "``error`` events in the 200 stream.")
     session_lock_wait_s: float = Field(10.0, ge=0, description="A second turn of a session waits this long, "
                                        "then 409 / ABORTED.")
+    switch_interval_ms: float | None = Field(
+        None, gt=0, le=100, description="The ingress process's thread switch interval "
+        "(``sys.setswitchinterval``; Python's default is 5 ms). A turn crosses threads on its way out "
+        "(Ray Serve runs the app's code on its own loop thread; the store's reads run in a thread): a thread "
+        "that waits for the interpreter lock waits up to this long. None keeps Python's default.")
 
 
 class TelemetryConfig(Strict):

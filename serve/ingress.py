@@ -130,6 +130,10 @@ class TandemIngress(OpenAiIngress):
 
         self.config: AppConfig = parse_app_config(app_config)
         cfg = self.config
+        if cfg.ingress.switch_interval_ms is not None:
+            import sys
+
+            sys.setswitchinterval(cfg.ingress.switch_interval_ms / 1000)
         routes = {}
         for role in ("orchestrator", "generator", "slot_extractor"):
             mid = cfg.model_for_role(role).model_id

@@ -188,3 +188,23 @@ def test_pii_is_at_rest_only_as_placeholders_but_the_owner_sees_it(tmp_path: Pat
         mine = _call(h, "GET", "/v1/sessions/p1", headers=auth("alice")).json()
     assert mine["turns"][0]["user_text"] == "mail me at ann@example.org"
     assert stored_turns(tmp_path, "p1")[0]["user_text"] == "mail me at [EMAIL_1]"
+
+
+def test_the_ingress_sets_its_thread_switch_interval_only_when_configured(tmp_path: Path) -> None:
+    import sys
+
+    from serve.config import IngressConfig
+
+    old = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        with harness(tmp_path / "a"):
+            assert sys.getswitchinterval() == pytest.approx(0.005)  # unset: Python's own value stays
+        with harness(tmp_path / "b", ingress={"switch_interval_ms": 1}):
+            assert sys.getswitchinterval() == pytest.approx(0.001)
+    finally:
+        sys.setswitchinterval(old)
+    for bad in (0, -1, 101):
+        with pytest.raises(ValueError):
+            IngressConfig(switch_interval_ms=bad)
+    assert IngressConfig(switch_interval_ms=100).switch_interval_ms == 100
