@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,21 @@ def _shm() -> set[str]:
         return {p for p in os.listdir("/dev/shm") if p.startswith(("psm_", "sem.mp-"))}
     except OSError:
         return set()
+
+
+
+def wait_for(read: Callable[[], dict], pred: Callable[[dict], bool], timeout: float = 60) -> dict:
+    """Poll ``read()`` every 0.5 s until ``pred`` holds for what it returns (a live reload arriving)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    info: dict = {}
+    while time.monotonic() < deadline:
+        info = read()
+        if pred(info):
+            return info
+        time.sleep(0.5)
+    raise AssertionError(f"condition never held; last {info}")
 
 
 def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: int = 4):

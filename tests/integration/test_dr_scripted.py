@@ -13,7 +13,7 @@ import json
 import httpx
 import pytest
 
-from tests.integration.conftest import start_app
+from tests.integration.conftest import start_app, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -148,8 +148,6 @@ def test_counters_are_exported(app):
 def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
     """Rule tables travel as Ray Serve user_config: a new version applies without restarting
     the replica; a malformed one is refused by the replica and the active table stays."""
-    import time
-
     import yaml
     from ray import serve
 
@@ -160,17 +158,11 @@ def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
     before = h.info.remote().result()
     table = yaml.safe_load((REPO / "configs" / "guardrails.yaml").read_text())
 
-    def wait_for(pred, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            info = h.info.remote().result()
-            if pred(info):
-                return info
-            time.sleep(0.5)
-        raise AssertionError(f"condition never held; last {info}")
+    def info() -> dict:
+        return h.info.remote().result()
 
     app.redeploy([{"name": "GuardrailsServer", "user_config": {"table": {**table, "version": "guardrails-test-2"}}}])
-    after = wait_for(lambda i: i["version"] == "guardrails-test-2")
+    after = wait_for(info, lambda i: i["version"] == "guardrails-test-2")
     assert after["pid"] == before["pid"]  # reconfigured in place, not restarted
     e = turn(app, "dr-reload", "I want to talk to a human agent please.")
     assert e[-1]["rules_version"] == "guardrails-test-2"
@@ -183,7 +175,7 @@ def test_guardrail_table_reloads_live_and_refuses_a_malformed_one(app):
         ServeFile.model_validate(raw)
     # ... and a replica that receives it anyway keeps the active table and says why
     app.redeploy([{"name": "GuardrailsServer", "user_config": {"table": bad}}], validate=False)
-    refused = wait_for(lambda i: i["last_error"] is not None)
+    refused = wait_for(info, lambda i: i["last_error"] is not None)
     assert refused["version"] == "guardrails-test-2" and refused["pid"] == before["pid"]
     assert turn(app, "dr-after-bad", "I want to talk to a human agent please.")[-1]["rules_version"] == "guardrails-test-2"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.integration.conftest import start_app
+from tests.integration.conftest import start_app, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -113,7 +113,6 @@ def test_tandem_replay_shows_w3_byte_identical(app, session, capsys):
 def test_rule_tables_reload_live_via_user_config(app, session):
     """RuleKernels tables travel as user_config: a new version applies in place; a malformed
     bundle is refused by our loader and, if pushed anyway, by the replica (old tables stay)."""
-    import time
 
     from ray import serve
 
@@ -126,17 +125,10 @@ def test_rule_tables_reload_live_via_user_config(app, session):
     new = {**rules, "version": "coach-test-2"}
     app.redeploy([{"name": "RuleKernels", "user_config": {"rules": new}}])
 
-    def wait_for(pred, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        info = {}
-        while time.monotonic() < deadline:
-            info = h.info.remote().result()
-            if pred(info):
-                return info
-            time.sleep(0.5)
-        raise AssertionError(f"condition never held; last {info}")
+    def info() -> dict:
+        return h.info.remote().result()
 
-    after = wait_for(lambda i: i["version"] != before["version"])
+    after = wait_for(info, lambda i: i["version"] != before["version"])
     assert after["pid"] == before["pid"] and "coach-test-2" in after["version"]
     bad = {**new, "phi": {"version": "x", "rows": [{"intent": "nope", "sub_intent": "nope", "tools": []}]}}
     raw = app.serve_file.model_dump(mode="json")
@@ -144,7 +136,7 @@ def test_rule_tables_reload_live_via_user_config(app, session):
     with pytest.raises(ValueError, match="deployments"):  # pydantic's ValidationError is a ValueError
         ServeFile.model_validate(raw)
     app.redeploy([{"name": "RuleKernels", "user_config": {"rules": bad}}], validate=False)
-    refused = wait_for(lambda i: i["last_error"] is not None)
+    refused = wait_for(info, lambda i: i["last_error"] is not None)
     assert refused["version"] == after["version"] and refused["pid"] == before["pid"]
     # turns keep running on the active tables, and say which
     done = app.turn("coach-2", "Hi coach!", user_id=USER)[-1]

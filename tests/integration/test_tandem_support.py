@@ -113,30 +113,22 @@ def test_the_guard_table_reloads_live_in_the_ingress(app):
     """``guardrails.placement: ingress`` (the default): no GuardrailsServer runs; the table arrives as the
     ingress's user_config and applies in place (same process); a refused table keeps the active one.
     Last in the module: it changes the app's table."""
-    import time
-
     import yaml
     from ray import serve
 
-    from .conftest import REPO
+    from .conftest import REPO, wait_for
 
     assert "GuardrailsServer" not in serve.status().applications[app.app_name].deployments
     h = serve.get_deployment_handle("TandemIngress", app_name=app.app_name)
     before = h.guard_info.remote().result()
     table = yaml.safe_load((REPO / "configs" / "guardrails.yaml").read_text())
 
-    def wait_for(pred, timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            info = h.guard_info.remote().result()
-            if pred(info):
-                return info
-            time.sleep(0.5)
-        raise AssertionError(f"condition never held; last {info}")
+    def info() -> dict:
+        return h.guard_info.remote().result()
 
     app.redeploy([{"name": "TandemIngress",
                    "user_config": {"guardrails": {"table": {**table, "version": "guardrails-test-2"}}}}])
-    after = wait_for(lambda i: i["version"] == "guardrails-test-2")
+    after = wait_for(info, lambda i: i["version"] == "guardrails-test-2", timeout=120)
     assert after["pid"] == before["pid"]  # reconfigured in place, not restarted
     e = app.turn("reload-1", "I want to talk to a human agent please.")
     assert e[-1]["rules_version"].startswith("guardrails-test-2+")
@@ -144,7 +136,7 @@ def test_the_guard_table_reloads_live_in_the_ingress(app):
 
     bad = {**table, "version": "guardrails-test-bad", "injection": [{"id": "x", "kind": "injection", "pattern": "("}]}
     app.redeploy([{"name": "TandemIngress", "user_config": {"guardrails": {"table": bad}}}], validate=False)
-    refused = wait_for(lambda i: i["last_error"] is not None)
+    refused = wait_for(info, lambda i: i["last_error"] is not None, timeout=120)
     assert refused["version"] == "guardrails-test-2" and refused["pid"] == before["pid"]
     e = app.turn("reload-2", "I want to talk to a human agent please.")
     assert e[-1]["rules_version"].startswith("guardrails-test-2+")

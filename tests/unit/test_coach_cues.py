@@ -117,7 +117,50 @@ def test_lead_lines_take_the_one_answering_fact_and_never_a_count_or_a_failed_re
     assert PACK.lead_lines(_facts(none_ready), None) == []  # rank 6: stands in, never leads
     assert PACK.lead_lines(_facts(("matchup_scores", {"scores": [{"species": "A"}]}, False)), None) == []
     assert PACK.answer_lines(_facts(inventory, matchup), None) == [
-        "Your best pick for this matchup is A.", "You have 1 creatures on your team."]
+        "Your best pick for this matchup is A.", "You have 1 creature on your team."]
+
+
+TEAM = {"creatures": [
+    {"species": "Tidefin", "level": 12, "nature": "calm"},
+    {"species": "Leafhorn", "level": 31, "nature": "brave"},
+    {"species": "Emberfox", "level": 20, "nature": "timid"},
+    {"species": "Aquapup", "level": 20, "nature": "bold"},
+]}
+
+
+def test_an_inventory_read_answers_a_natures_or_levels_question_with_that_field_of_the_team():
+    natures = (4, "Your creatures' natures: Leafhorn is brave, Aquapup is bold and Emberfox is timid.")
+    levels = (4, "Your highest-level creatures are Leafhorn (level 31), Aquapup (level 20) and Emberfox (level 20).")
+    size = (7, "You have 4 creatures on your team.")
+    for sub in ("natures", "nature_choice", "nature_info"):
+        assert _answer_line("get_inventory", TEAM, sub) == [natures, size]
+    for sub in ("leveling", "level_priority", "level_plan"):
+        assert _answer_line("get_inventory", TEAM, sub) == [levels, size]
+    for sub in ("", "inventory_overview", "evolution", "skill_choice"):
+        assert _answer_line("get_inventory", TEAM, sub) == [size]
+    one = {"creatures": [{"species": "Tidefin", "level": 12, "nature": "calm"}]}
+    assert _answer_line("get_inventory", one, "natures") == [
+        (4, "Your creatures' natures: Tidefin is calm."), (7, "You have 1 creature on your team.")]
+    unnamed = {"creatures": [{"species": "Tidefin", "level": 12, "nature": ""}]}
+    assert _answer_line("get_inventory", unnamed, "natures") == [(7, "You have 1 creature on your team.")]
+    assert _answer_line("get_inventory", {"creatures": []}, "natures") == [(7, "You have 0 creatures on your team.")]
+
+
+def test_the_team_line_leads_only_for_the_sub_intent_that_asked_for_it():
+    from types import SimpleNamespace
+
+    inventory = ("get_inventory", TEAM, True)
+    asked = SimpleNamespace(c1={"intent": "teaching", "sub_intent": "natures"})
+    assert PACK.lead_lines(_facts(inventory), asked) == [
+        "Your creatures' natures: Leafhorn is brave, Aquapup is bold and Emberfox is timid."]
+    other = SimpleNamespace(c1={"intent": "account", "sub_intent": "inventory_overview"})
+    assert PACK.lead_lines(_facts(inventory), other) == []
+    assert PACK.lead_lines(_facts(inventory), SimpleNamespace(c1=None)) == []
+    matchup = ("matchup_scores", {"scores": [{"species": "A"}]}, True)
+    assert PACK.lead_lines(_facts(inventory, matchup), asked) == ["Your best pick for this matchup is A."]
+    assert PACK.answer_lines(_facts(inventory), asked) == [
+        "Your creatures' natures: Leafhorn is brave, Aquapup is bold and Emberfox is timid.",
+        "You have 4 creatures on your team."]
 
 
 def test_a_teaching_question_naming_an_element_reads_the_type_chart_and_the_reply_leads_with_it():

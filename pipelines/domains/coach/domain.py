@@ -244,14 +244,16 @@ class DomainPack:
 
     def answer_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
         """A template answer from the observations, most specific first: the best counters, an
-        element's row of the type chart, a species' element, a skill, who can evolve, the team size."""
-        return _ranked_lines(facts)[:2]
+        element's row of the type chart, a species' element, a skill, who can evolve, the natures or levels
+        of the team when the question is about those, the team size."""
+        return _ranked_lines(facts, sub_intent=_sub_intent(contract))[:2]
 
     def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
         """What the reply states first, from the observations alone: the one fact that answers the
-        question (the best counter, an element's matchups, a species' element, who can evolve now);
-        the generator words the rest. Team-size and lineup reads lead with nothing."""
-        return _ranked_lines(facts, below=_LEAD_BELOW)[:1]
+        question (the best counter, an element's matchups, a species' element, who can evolve now, the
+        team's natures or levels asked about); the generator words the rest. Team-size and lineup reads
+        lead with nothing."""
+        return _ranked_lines(facts, below=_LEAD_BELOW, sub_intent=_sub_intent(contract))[:1]
 
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
         from pipelines.sgc_turn.ports import CoachFacts
@@ -283,14 +285,38 @@ def _a(word: str) -> str:
     return ("an " if word[:1].lower() in "aeiou" else "a ") + word
 
 
-def _ranked_lines(facts: TurnFacts, below: int | None = None) -> list[str]:
+#: Sub-intents whose question an inventory read answers with one field of the team (not its size).
+_NATURE_SUBS = frozenset({"natures", "nature_choice", "nature_info"})
+_LEVEL_SUBS = frozenset({"leveling", "level_priority", "level_plan"})
+
+
+def _sub_intent(contract: Any) -> str:
+    c1 = getattr(contract, "c1", None) or {}
+    return str(c1.get("sub_intent") or "")
+
+
+def _ranked_lines(facts: TurnFacts, below: int | None = None, sub_intent: str = "") -> list[str]:
     """The answer lines of the turn's successful observations, most specific first (ranks under ``below``)."""
     lines = [x for o in facts.observations if o.get("ok") and isinstance(o.get("result"), dict)
-             for x in _answer_line(str(o.get("tool")), o["result"]) if below is None or x[0] < below]
+             for x in _answer_line(str(o.get("tool")), o["result"], sub_intent) if below is None or x[0] < below]
     return [text for _, text in sorted(lines, key=lambda x: x[0])]
 
 
-def _answer_line(tool: str, res: Mapping[str, Any]) -> list[tuple[int, str]]:
+def _team_line(creatures: Sequence[Any], sub_intent: str) -> list[tuple[int, str]]:
+    """The team's natures or levels (its three highest-level creatures) when that is what was asked."""
+    team = sorted((c for c in creatures if isinstance(c, Mapping) and c.get("species")),
+                  key=lambda c: (-int(c.get("level") or 0), str(c.get("species"))))[:3]
+    if not team:
+        return []
+    if sub_intent in _NATURE_SUBS and all(c.get("nature") for c in team):
+        return [(4, "Your creatures' natures: " + _join([f"{c['species']} is {c['nature']}" for c in team]) + ".")]
+    if sub_intent in _LEVEL_SUBS:
+        return [(4, "Your highest-level creatures are "
+                    + _join([f"{c['species']} (level {int(c.get('level') or 0)})" for c in team]) + ".")]
+    return []
+
+
+def _answer_line(tool: str, res: Mapping[str, Any], sub_intent: str = "") -> list[tuple[int, str]]:
     """(rank, sentence) stating what one successful observation answers (rank 0 most specific)."""
     if tool == "matchup_scores" and res.get("scores"):
         names = [e["species"] for e in res["scores"][:3]]
@@ -312,7 +338,9 @@ def _answer_line(tool: str, res: Mapping[str, Any]) -> list[tuple[int, str]]:
             return [(3, f"{_join([p['species'] for p in ready][:3])} can evolve now.")]
         return [(6, "None of your creatures can evolve yet.")]
     if tool == "get_inventory" and res.get("creatures") is not None:
-        return [(7, f"You have {len(res['creatures'])} creatures on your team.")]
+        n = len(res["creatures"])
+        return [*_team_line(res["creatures"], sub_intent),
+                (7, f"You have {n} creature{'' if n == 1 else 's'} on your team.")]
     return []
 
 
