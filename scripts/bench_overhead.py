@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -145,7 +146,6 @@ def main() -> int:
     # request the two other paths send, so the differences are the app's own path.
     import tempfile
 
-    import ray
     import yaml
     from ray import serve
 
@@ -171,6 +171,9 @@ def main() -> int:
     cfg_path.write_text(yaml.safe_dump(raw))
     sf = load_serve_file(cfg_path)
     args = sf.applications[0].args
+    from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local
+
+    shm_before = shm_names()
     ep = start_app(str(cfg_path), http_port=free_port(), grpc_port=free_port(), metrics_port=None)
     try:
         wait_ready(ep["http"], timeout_s=1500)
@@ -261,8 +264,8 @@ def main() -> int:
         Path(ns.out).write_text(json.dumps(result, indent=2))
         print(f"wrote {ns.out}")
     finally:
-        serve.shutdown()
-        ray.shutdown()
+        # the engine's shared-memory segments go with it (only those this run's process tree held)
+        shutdown_local(shm_held_by(descendants(os.getpid())), shm_before)
     return 0
 
 

@@ -119,11 +119,22 @@ _GROUNDING_TESTS = (
     "tests/unit/test_fixed_grounding_more.py",
 )
 
+# Tenancy and the session's one holder: owners, leases, the one read a turn starts with.
+_SESSION_MODULES = ("pipelines/sessions.py",)
+_SESSION_TESTS = (
+    "tests/unit/test_session_load.py",
+    "tests/unit/test_session_locks.py",
+    "tests/unit/test_turn_runner.py",
+    "tests/unit/test_turn_safety.py",
+    "tests/unit/test_sqlite_turn_store.py",
+)
+
 PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full",
-        modules=_KERNEL_MODULES + _GUARD_MODULES + _GROUNDING_MODULES,
-        tests=_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS + _GUARD_TESTS + _GROUNDING_TESTS,
+        modules=_KERNEL_MODULES + _GUARD_MODULES + _GROUNDING_MODULES + _SESSION_MODULES,
+        tests=(_KERNEL_TESTS + _SUPPORT_TESTS + _CONTRACT_TESTS + _ERROR_TESTS + _GUARD_TESTS + _GROUNDING_TESTS
+               + _SESSION_TESTS),
     ),
     "kernels": Profile(
         name="kernels",
@@ -135,6 +146,7 @@ PROFILES: dict[str, Profile] = {
     "gate": Profile(name="gate", modules=("pipelines/gate.py", "pipelines/guardrails/post.py"),
                     tests=_GUARD_TESTS),
     "grounding": Profile(name="grounding", modules=_GROUNDING_MODULES, tests=_GROUNDING_TESTS),
+    "sessions": Profile(name="sessions", modules=_SESSION_MODULES, tests=_SESSION_TESTS),
     "slice": Profile(
         name="slice",
         modules=("pipelines/errors.py", "pipelines/dr/contract.py"),

@@ -1,0 +1,218 @@
+"""``SessionLocks`` (one holder per session: an in-process lock, then the store's lease) and the append-only
+adapter that lets a plain session store serve the turn runner."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pipelines.errors import SessionBusy
+from pipelines.protocols import TurnRecord
+from pipelines.sessions import SessionLocks, as_turn_store
+
+
+class Leases:
+    """A store's lease table: who holds each session; counts the calls."""
+
+    def __init__(self, held: dict[str, str] | None = None) -> None:
+        self.held = dict(held or {})
+        self.acquires: list[tuple[str, str, float]] = []
+        self.releases: list[tuple[str, str]] = []
+        self.fail_release = False
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        self.acquires.append((session_id, holder, ttl_s))
+        if self.held.get(session_id, holder) != holder:
+            return False
+        self.held[session_id] = holder
+        return True
+
+    async def release_lease(self, session_id: str, holder: str) -> None:
+        self.releases.append((session_id, holder))
+        if self.fail_release:
+            raise RuntimeError("store down")
+        if self.held.get(session_id) == holder:
+            del self.held[session_id]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_held_session_is_counted_until_released_and_its_lease_is_given_back():
+    store = Leases()
+    locks = SessionLocks(store, lease_ttl_s=30)
+
+    async def go():
+        lease = await locks.acquire("s", "t1", 1.0)
+        assert locks.busy() == 1 and store.held == {"s": "t1"} and store.acquires == [("s", "t1", 30)]
+        assert lease.session_id == "s" and lease.holder == "t1" and not lease.released
+        await locks.release(lease)
+        assert lease.released and locks.busy() == 0 and store.held == {} and store.releases == [("s", "t1")]
+        await locks.release(lease)  # idempotent: nothing released twice
+        assert store.releases == [("s", "t1")] and locks.busy() == 0
+        again = await locks.acquire("s", "t2", 1.0)  # the lock was given back
+        await locks.release(again)
+        assert locks.busy() == 0 and locks._locks == {} and locks._users == {}
+    run(go())
+
+
+def test_a_second_turn_waits_for_the_first_then_runs_and_both_are_counted_as_one_session():
+    store = Leases()
+    locks = SessionLocks(store, lease_ttl_s=30)
+
+    async def go():
+        first = await locks.acquire("s", "t1", 1.0)
+        second = asyncio.create_task(locks.acquire("s", "t2", 1.0))
+        await asyncio.sleep(0.01)
+        assert not second.done() and locks.busy() == 1 and locks._users == {"s": 2}
+        assert [h for _, h, _ in store.acquires] == ["t1"]  # it waits on the process's lock, not the store
+        other = await locks.acquire("x", "t3", 1.0)  # another session does not wait
+        assert locks.busy() == 2
+        await locks.release(first)
+        lease = await asyncio.wait_for(second, 1)
+        assert lease.holder == "t2" and store.held["s"] == "t2" and locks._users == {"s": 1, "x": 1}
+        await locks.release(lease)
+        await locks.release(other)
+        assert locks.busy() == 0
+    run(go())
+
+
+@pytest.mark.parametrize(("wait_s", "waited"), [(0.05, 0.05), (0.012345, 0.012), (0.0, 0.0), (-1.0, 0.0)])
+def test_a_turn_that_waits_past_wait_s_on_the_lock_is_busy_and_leaves_nothing_behind(wait_s, waited):
+    locks = SessionLocks(Leases(), lease_ttl_s=30)
+
+    async def go():
+        held = await locks.acquire("s", "t1", 1.0)
+        # the holder lets go after 0.3 s: a waiter with a shorter wait_s has given up by then
+        asyncio.get_running_loop().call_later(0.3, lambda: asyncio.ensure_future(locks.release(held)))
+        with pytest.raises(SessionBusy) as err:
+            await locks.acquire("s", "t2", wait_s)
+        assert err.value.details == {"waited_s": waited}
+        assert err.value.message == "another turn of this session is running; retry when it has finished"
+        assert locks._users == {"s": 1}  # only the holder
+        await asyncio.sleep(0.35)
+        assert locks.busy() == 0
+    run(go())
+
+
+def test_the_lease_is_polled_every_50_ms_by_default():
+    assert SessionLocks(Leases(), lease_ttl_s=30).poll_s == 0.05
+
+
+def test_a_lease_held_elsewhere_is_polled_until_wait_s_then_busy_and_the_lock_is_free_again():
+    now = [0.0]
+
+    class Slow(Leases):
+        async def acquire_lease(self, session_id, holder, ttl_s):  # each try takes a quarter second
+            now[0] += 0.25
+            return await super().acquire_lease(session_id, holder, ttl_s)
+
+    store = Slow({"s": "another-replica"})
+    locks = SessionLocks(store, lease_ttl_s=30, poll_s=0.001, clock=lambda: now[0])
+
+    async def go():
+        with pytest.raises(SessionBusy):
+            await locks.acquire("s", "t1", 0.5)
+        assert len(store.acquires) == 2  # tried at 0 and 0.25 s; at 0.5 s the wait is over
+        assert locks.busy() == 0 and locks._locks == {}
+        store.held.clear()  # the other replica let go: the next turn gets it at once
+        lease = await locks.acquire("s", "t2", 0.0)
+        assert store.held == {"s": "t2"}
+        await locks.release(lease)
+    run(go())
+
+
+def test_a_lease_freed_elsewhere_while_polling_is_taken():
+    store = Leases({"s": "another-replica"})
+    locks = SessionLocks(store, lease_ttl_s=30, poll_s=0.001)
+
+    async def go():
+        async def free_later():
+            await asyncio.sleep(0.02)
+            store.held.clear()
+        asyncio.create_task(free_later())
+        lease = await locks.acquire("s", "t1", 2.0)
+        assert store.held == {"s": "t1"} and len(store.acquires) > 1
+        await locks.release(lease)
+    run(go())
+
+
+def test_release_never_raises_and_frees_the_lock_when_the_store_fails():
+    store = Leases()
+    locks = SessionLocks(store, lease_ttl_s=30)
+
+    async def go():
+        lease = await locks.acquire("s", "t1", 1.0)
+        store.fail_release = True
+        await locks.release(lease)
+        assert lease.released and locks.busy() == 0 and not lease.lock.locked()
+    run(go())
+
+
+# -- the append-only adapter ---------------------------------------------------------------------
+
+
+class Plain:
+    def __init__(self) -> None:
+        self.turns: dict[str, list[TurnRecord]] = {}
+        self.asked: list[tuple[str, Any]] = []
+
+    async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
+        self.asked.append((session_id, limit))
+        turns = self.turns.get(session_id, [])
+        return list(turns[-limit:] if limit else turns)
+
+    async def session_exists(self, session_id: str) -> bool:
+        return session_id in self.turns
+
+    async def append_turn(self, session_id: str, record: TurnRecord) -> None:
+        self.turns.setdefault(session_id, []).append(record)
+
+
+def _rec(turn_id: str, **meta: Any) -> TurnRecord:
+    return TurnRecord(turn_id=turn_id, index=0, user_text=turn_id, meta=meta)
+
+
+def test_a_plain_store_is_served_append_only_with_keys_in_memory():
+    inner = Plain()
+    store = as_turn_store(inner)
+    assert store is not inner
+
+    async def go():
+        assert await store.owner("s") is None and await store.acquire_lease("s", "h", 1) is True
+        assert await store.release_lease("s", "h") is None
+        assert not await store.session_exists("s")
+        cp = await store.save_turn("s", _rec("t1", checkpoint=True), principal="p", idempotency_key="k")
+        assert cp.turn_id == "t1" and inner.turns == {}  # a checkpoint is not appended
+        assert await store.find_turn("s", "k") is None
+        saved = await store.save_turn("s", _rec("t1"), principal="p", idempotency_key="k")
+        assert [r.turn_id for r in inner.turns["s"]] == ["t1"] and saved.turn_id == "t1"
+        assert (await store.find_turn("s", "k")).turn_id == "t1"
+        assert await store.find_turn("s", "other") is None and await store.find_turn("x", "k") is None
+        await store.save_turn("s", _rec("t2"), principal="p")
+        await store.append_turn("s", _rec("t3"))
+        assert await store.session_exists("s") and not await store.session_exists("x")
+        assert [r.turn_id for r in await store.get_history("s", 2)] == ["t2", "t3"]
+        assert inner.asked[-1] == ("s", 2)
+        assert [r.turn_id for r in await store.get_history("s")] == ["t1", "t2", "t3"]
+    run(go())
+
+
+def test_a_turn_store_is_used_as_it_is():
+    class Full(Plain):
+        async def owner(self, s): ...
+        async def save_turn(self, *a, **k): ...
+        async def find_turn(self, *a): ...
+        async def acquire_lease(self, *a): ...
+        async def release_lease(self, *a): ...
+
+    full = Full()
+    assert as_turn_store(full) is full
+
+    class Partial(Plain):
+        async def owner(self, s): ...
+
+    assert as_turn_store(Partial()) is not None and not isinstance(as_turn_store(Partial()), Partial)
