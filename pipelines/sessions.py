@@ -31,7 +31,8 @@ from typing import Protocol, runtime_checkable
 from pipelines.errors import SessionBusy
 from pipelines.protocols import SessionStore, TurnRecord
 
-__all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store", "TurnLoad", "load_turn"]
+__all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store", "TurnLoad", "load_turn",
+           "load_turn_by_calls"]
 
 logger = logging.getLogger("tandem.sessions")
 
@@ -235,7 +236,12 @@ async def load_turn(store: TurnStore, session_id: str, idempotency_key: str | No
     one = getattr(store, "load_turn", None)
     if one is not None:
         return await one(session_id, idempotency_key, limit)
+    return await load_turn_by_calls(store, session_id, idempotency_key, limit)
+
+
+async def load_turn_by_calls(store: TurnStore, session_id: str, idempotency_key: str | None,
+                             limit: int | None) -> TurnLoad:
+    """:func:`load_turn` as three calls of the :class:`TurnStore` methods (a store without a one-call read)."""
     owner = await store.owner(session_id)
     known = await store.find_turn(session_id, idempotency_key) if idempotency_key else None
     return TurnLoad(owner, known, [] if known is not None else await store.get_history(session_id, limit))
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -131,8 +132,6 @@ class TandemIngress(OpenAiIngress):
         self.config: AppConfig = parse_app_config(app_config)
         cfg = self.config
         if cfg.ingress.switch_interval_ms is not None:
-            import sys
-
             sys.setswitchinterval(cfg.ingress.switch_interval_ms / 1000)
         routes = {}
         for role in ("orchestrator", "generator", "slot_extractor"):

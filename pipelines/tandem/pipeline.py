@@ -144,13 +144,13 @@ class TandemPipeline:
         ctx.stage_ms["pre_guard"] = (self.clock() - t0) * 1000
         ctx.rules_version = pre.rules_version
         meta: dict[str, Any] = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": d.name}
-        tables = _quiet(asyncio.ensure_future(self._versioned(ctx, pre, tables_task, meta)))
-        phi = _quiet(asyncio.ensure_future(self._phi(tables)))
+        _quiet(tables_task)
+        phi = _quiet(asyncio.ensure_future(self._phi(tables_task)))  # what W1's labels wait for
         try:
-            async for event in self._turn(ctx, pre, vault, emit, state, meta, t0, tables, phi):
+            async for event in self._turn(ctx, pre, vault, emit, state, meta, t0, tables_task, phi):
                 yield event
         finally:
-            for task in (phi, tables, tables_task):
+            for task in (phi, tables_task):
                 if not task.done():
                     task.cancel()
 
@@ -159,11 +159,9 @@ class TandemPipeline:
         return (await tables).phi
 
     @staticmethod
-    async def _versioned(ctx: TurnContext, pre: Any, task: asyncio.Task[Any], meta: dict[str, Any]) -> Any:
-        """The W1 tables (awaited where first needed); the turn's rules version names both tables."""
-        tables = await task
-        ctx.rules_version = meta["rules_version"] = f"{pre.rules_version}+{tables.version}"
-        return tables
+    async def _versioned(ctx: TurnContext, pre: Any, tables: asyncio.Future[Any], meta: dict[str, Any]) -> None:
+        """Wait for the W1 tables; the turn's rules version then names both tables."""
+        ctx.rules_version = meta["rules_version"] = f"{pre.rules_version}+{(await tables).version}"
 
     async def _turn(self, ctx: TurnContext, pre: Any, vault: Vault, emit: Callable[..., None],
                     state: dict[str, Any], meta: dict[str, Any], t0: float, tables: asyncio.Future[Any],
@@ -181,7 +179,7 @@ class TandemPipeline:
         pending = facts.state.get("pending")
         ctx.meta[META_KEY] = meta
         if pre.route is not None or pre.blocked or (pending and pre.confirmation in ("affirmative", "negative")):
-            await tables  # a turn decided without W1: the version is known before anything is recorded
+            await self._versioned(ctx, pre, tables, meta)  # decided without W1: known before anything is recorded
         caller = ToolCaller(d, self.tools, facts, vault, locale=ctx.request.locale, timeout_s=s.tool_timeout_s,
                             counters=self.counters, emit=emit)
         orch = Orchestrator(d, self.models, s, facts=facts, caller=caller, vault=vault, counters=self.counters,
@@ -225,7 +223,7 @@ class TandemPipeline:
                     outcome, intent, sub_intent, c1 = event
                 else:
                     yield event
-        await tables  # W1's labels awaited it already, unless they failed first
+        await self._versioned(ctx, pre, tables, meta)  # W1's labels awaited the tables, unless they failed first
         async for event in self._respond(ctx, facts, outcome, intent, sub_intent, c1, vault, emit, meta,
                                          turn_index):
             yield event

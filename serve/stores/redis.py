@@ -327,11 +327,13 @@ class RedisSessionStore:
 
     async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
         """The turn saved with this idempotency key, if any."""
+        tid = await self._guard(self.client().hget(self.idem_key(session_id), idempotency_key))
+        return None if tid is None else await self._turn_of(session_id, tid)
+
+    async def _turn_of(self, session_id: str, turn_id: str) -> TurnRecord | None:
+        """The stored turn with this id, if any."""
         c = self.client()
-        tid = await self._guard(c.hget(self.idem_key(session_id), idempotency_key))
-        if tid is None:
-            return None
-        idx = await self._guard(c.hget(self.turn_ids_key(session_id), tid))
+        idx = await self._guard(c.hget(self.turn_ids_key(session_id), turn_id))
         row = None if idx is None else await self._guard(c.lindex(self.turns_key(session_id), int(idx)))
         return None if row is None else TurnRecord.model_validate_json(row)
 
@@ -354,23 +356,21 @@ class RedisSessionStore:
                                limit: int | None) -> tuple[TurnLoad, bytes | None]:
         """Owner, history, vault and the key's turn id in one round trip (MULTI: one snapshot); the keyed
         turn's row, when there is one, in a second."""
-        if limit is not None and limit <= 0:
-            limit = 0
-        c = self.client()
-        pipe = c.pipeline(transaction=True)
+        pipe = self.client().pipeline(transaction=True)
         pipe.hget(self.meta_key(session_id), "principal")
-        pipe.lrange(self.turns_key(session_id), 0 if limit is None else -limit, -1)
         pipe.get(self.vault_key(session_id))
+        if limit is None or limit > 0:
+            pipe.lrange(self.turns_key(session_id), 0 if limit is None else -limit, -1)
         if idempotency_key:
             pipe.hget(self.idem_key(session_id), idempotency_key)
-        owner, rows, vault, *tid = await self._guard(pipe.execute())
+        owner, vault, *rest = await self._guard(pipe.execute())
+        rows = rest.pop(0) if limit is None or limit > 0 else []
+        tid = rest[0] if idempotency_key else None
         blob = None if vault is None else vault.encode()
-        if tid and tid[0] is not None:
-            known = await self.find_turn(session_id, idempotency_key)  # type: ignore[arg-type]
-            if known is not None:
-                return TurnLoad(owner, known, []), blob
-        history = [] if limit == 0 else [TurnRecord.model_validate_json(r) for r in rows]
-        return TurnLoad(owner, None, history), blob
+        known = None if tid is None else await self._turn_of(session_id, tid)
+        if known is not None:
+            return TurnLoad(owner, known, []), blob
+        return TurnLoad(owner, None, [TurnRecord.model_validate_json(r) for r in rows]), blob
 
     async def load_turn(self, session_id: str, idempotency_key: str | None, limit: int | None) -> TurnLoad:
         """What a turn reads before it runs (:func:`pipelines.sessions.load_turn`)."""

@@ -29,7 +29,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from pipelines.errors import ConfigError
 from pipelines.guardrails.pii import Vault
 from pipelines.protocols import TurnRecord
-from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad
+from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad, load_turn_by_calls
 
 __all__ = ["VaultCipher", "RedactingStore", "map_strings"]
 
@@ -121,9 +121,7 @@ class RedactingStore:
         store reads its vault with them (``load_turn_sealed``), else the inner calls one by one."""
         sealed = getattr(self.inner, "load_turn_sealed", None)
         if sealed is None:
-            owner = await self.inner.owner(session_id)
-            known = await self.find_turn(session_id, idempotency_key) if idempotency_key else None
-            return TurnLoad(owner, known, [] if known is not None else await self.get_history(session_id, limit))
+            return await load_turn_by_calls(self, session_id, idempotency_key, limit)  # type: ignore[arg-type]
         loaded, blob = await sealed(session_id, idempotency_key, limit)
         if loaded.known is None and not loaded.history:
             return loaded
