@@ -164,7 +164,7 @@ class Bench:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         self._shm_before = shm_names()
         http_port, grpc_port = free_port(), free_port()
-        ray.init(num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
         self._started = True
         serve.start(http_options={"host": "127.0.0.1", "port": http_port},
                     grpc_options=gRPCOptions(port=grpc_port,

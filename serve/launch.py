@@ -55,7 +55,7 @@ def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: 
 
     http = sf.http_options.model_copy(update={"port": http_port} if http_port else {})
     grpc_port = grpc_port or sf.grpc_options.port
-    init_kwargs: dict[str, Any] = {"num_cpus": num_cpus or max(4, os.cpu_count() or 2),
+    init_kwargs: dict[str, Any] = {"address": "local", "num_cpus": num_cpus or max(4, os.cpu_count() or 2),
                                    "include_dashboard": False, "log_to_driver": False}
     if metrics_port:
         init_kwargs["_metrics_export_port"] = metrics_port

@@ -29,7 +29,7 @@ def start_local_cluster(sf: Any, num_cpus: float | None, work: Path) -> tuple[st
 
     configure_env(jsonl_dir=str(work / "telemetry"), otlp_endpoint=None, sampling_ratio=1.0)
     http_port, grpc_port = free_port(), free_port()
-    ray.init(num_cpus=num_cpus or max(4, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=num_cpus or max(4, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": http_port},
                 grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=sf.grpc_options.grpc_servicer_functions))
     return f"http://127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}"

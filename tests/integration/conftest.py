@@ -3,7 +3,7 @@
 ``start_app(tmp, overrides)`` starts Ray with a fixed number of logical CPUs, picks
 free ports, deploys ``configs/embedded.yaml`` (with per-module overrides) and
 waits for ``/readyz``. Teardown shuts Serve and Ray down and removes the
-shared-memory files the engine left in ``/dev/shm``.
+shared-memory files this process tree held in ``/dev/shm`` (never another session's).
 """
 
 from __future__ import annotations
@@ -112,12 +112,6 @@ class RunningApp:
         _get_global_client().deploy_apps(schema)
 
 
-def _shm() -> set[str]:
-    try:
-        return {p for p in os.listdir("/dev/shm") if p.startswith(("psm_", "sem.mp-"))}
-    except OSError:
-        return set()
-
 
 
 def wait_for(read: Callable[[], dict], pred: Callable[[dict], bool], timeout: float = 60) -> dict:
@@ -162,9 +156,11 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
     configure_env(jsonl_dir=str(tele_dir), otlp_endpoint=None, sampling_ratio=1.0)
     # Ray workers must import test modules (scripted deployments) too.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    shm_before = _shm()
+    from serve.eval.runner import descendants, shm_held_by, shm_names
+
+    shm_before = shm_names()
     http_port, grpc_port = free_port(), free_port()
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     try:
         serve.start(
             http_options={"host": "127.0.0.1", "port": http_port},
@@ -181,13 +177,15 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
         yield RunningApp(base, f"127.0.0.1:{grpc_port}", tele_dir, store_path, entry["args"],
                          serve_file=sf, config_path=cfg_file, http_port=http_port, grpc_port=grpc_port)
     finally:
+        # Only what this process tree holds is ours: another session's engine may share /dev/shm.
+        held = shm_held_by(descendants(os.getpid()))
         try:
             serve.shutdown()
         except Exception as exc:  # teardown must go on
             print(f"serve.shutdown: {exc}", file=sys.stderr)
         ray.shutdown()
         time.sleep(1.0)
-        for name in _shm() - shm_before:
+        for name in (held & shm_names()) - shm_before:
             try:
                 os.unlink(os.path.join("/dev/shm", name))
             except OSError:
