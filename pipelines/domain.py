@@ -1,7 +1,7 @@
 """The ``Domain`` protocol: everything a pipeline needs to know about one domain pack.
 
 A pack (``pipelines/domains/<name>/``) implements it; the pipelines
-(``pipelines/tandem``, ``pipelines/dr``…) and ``serve/`` only ever talk to this
+(``pipelines/tandem``, ``pipelines/annex/dr``…) and ``serve/`` only ever talk to this
 protocol, so a new domain touches its own folder and one registry line.
 
 What a pack provides:

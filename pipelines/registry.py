@@ -119,7 +119,7 @@ class KindRecord:
 
 
 def _prompting(s: PromptingConfig, p: Parts) -> Any:
-    from pipelines.prompting import PromptingPipeline, PromptingSettings
+    from pipelines.annex.prompting import PromptingPipeline, PromptingSettings
 
     return PromptingPipeline(p.models, PromptingSettings(system_prompt=s.system_prompt,
                                                          max_reply_tokens=s.max_reply_tokens,
@@ -127,17 +127,17 @@ def _prompting(s: PromptingConfig, p: Parts) -> Any:
 
 
 def _monolithic(s: MonolithicConfig, p: Parts) -> Any:
+    from pipelines.annex.monolithic import MonolithicPipeline, MonolithicSettings
     from pipelines.domains.support import build_support_domain
-    from pipelines.monolithic import MonolithicPipeline, MonolithicSettings
 
     settings = MonolithicSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed)
     return MonolithicPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings)
 
 
 def _dr(s: DRConfig, p: Parts) -> Any:
+    from pipelines.annex.dr.inputs import OrchestratorSettings
+    from pipelines.annex.dr.pipeline import DRPipeline, DRSettings
     from pipelines.domains import load_domain
-    from pipelines.dr.outcome import OrchestratorSettings
-    from pipelines.dr.pipeline import DRPipeline, DRSettings
 
     orch = OrchestratorSettings(max_steps=s.max_steps, seed=s.seed, max_tokens=s.orchestrator_max_tokens,
                                 model_timeout_s=s.model_timeout_s, tool_timeout_s=s.tool_timeout_s)
@@ -148,7 +148,7 @@ def _dr(s: DRConfig, p: Parts) -> Any:
 
 
 def _sgc(s: SgcConfig, p: Parts) -> Any:
-    from pipelines.sgc_turn import SgcSettings, build_sgc_pipeline
+    from pipelines.annex.sgc_ladder import SgcSettings, build_sgc_pipeline
 
     settings = SgcSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed,
                            tool_timeout_s=s.tool_timeout_s)

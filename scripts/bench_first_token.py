@@ -242,21 +242,18 @@ async def run_turn(kind: str, pipeline: Any, store: MemStore, session_id: str, t
 
 
 async def bench(client: Any, ns: argparse.Namespace, pipeline_cfg: Any) -> dict[str, Any]:
+    from pipelines.annex.sgc_ladder import SgcCounters, SgcSettings, build_sgc_pipeline
+    from pipelines.core.kernels import LocalRuleKernels
     from pipelines.domains.coach import coach_tables_holder, generate_coach_world, generate_sessions
-    from pipelines.sgc_turn import (
-        LocalCoachTools,
-        LocalRuleKernels,
-        SgcCounters,
-        SgcSettings,
-        build_sgc_pipeline,
-    )
+    from pipelines.domains.coach.domain import DomainPack as CoachPack
+    from pipelines.domains.coach.runner import LocalCoachTools
 
     world = generate_coach_world(ns.world_seed)
     holder = coach_tables_holder()
     sessions = generate_sessions(world, holder.active, seed=ns.seed, n_sessions=ns.warmup + ns.turns,
                                  turns_per_session=1)
     tools = LocalCoachTools(world)
-    kernels = LocalRuleKernels(holder)
+    kernels = LocalRuleKernels.of(CoachPack(), holder)
     settings = SgcSettings(max_reply_tokens=pipeline_cfg.max_reply_tokens, temperature=pipeline_cfg.temperature,
                            seed=pipeline_cfg.seed)
     counters = {k: SgcCounters() for k in KINDS}

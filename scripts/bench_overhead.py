@@ -149,8 +149,8 @@ def main() -> int:
     import yaml
     from ray import serve
 
+    from pipelines.annex.prompting import PromptingPipeline, PromptingSettings
     from pipelines.events import TurnRequest
-    from pipelines.prompting import PromptingPipeline, PromptingSettings
     from pipelines.protocols import NullEventSink
     from pipelines.turn import TurnContext
     from serve.config import load_serve_file

@@ -199,7 +199,7 @@ async def one_prompting(client: Any, text: str) -> dict[str, Any]:
     """The prompting turn's one generator call for ``text`` (a first turn), as that pipeline builds it."""
     from types import SimpleNamespace
 
-    from pipelines.prompting import PromptingPipeline, PromptingSettings
+    from pipelines.annex.prompting import PromptingPipeline, PromptingSettings
     from pipelines.registry import DEFAULT_SYSTEM_PROMPT
 
     ctx = SimpleNamespace(request=SimpleNamespace(text=text, locale="en-US"), history=[])

@@ -69,7 +69,7 @@ HISTORY = [
 
 
 def _inline_schema() -> tuple[dict[str, Any], list[str]]:
-    """A small schema of the same shape as pipelines.dr.decisions.decision_schema."""
+    """A small schema of the same shape as pipelines.annex.dr.decisions.decision_schema."""
 
     def obj(props: dict[str, Any]) -> dict[str, Any]:
         return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
@@ -101,9 +101,9 @@ def decision_schema_and_tools() -> tuple[dict[str, Any], list[str], str]:
     """(schema, tool signatures, source): the repo's schema when importable, else the inline one."""
     try:
         sys.path.insert(0, str(REPO))
+        from pipelines.annex.dr.decisions import decision_schema
+        from pipelines.core.outcome import OPEN_TOOLS, PRIVATE_READS
         from pipelines.domains.support import build_support_domain
-        from pipelines.dr.decisions import decision_schema
-        from pipelines.dr.outcome import OPEN_TOOLS, PRIVATE_READS
 
         d = build_support_domain()
         names = list(OPEN_TOOLS) + list(PRIVATE_READS) + sorted(d.lookup_tools)
@@ -114,7 +114,7 @@ def decision_schema_and_tools() -> tuple[dict[str, Any], list[str], str]:
         schema = decision_schema(tools, cards, ids)
         sigs = [f"{n}({', '.join(s.get('properties', {}))})" for n, s in sorted(tools.items())]
         sigs += [f"{cid}({', '.join(p)})" for cid, p, _ in cards]
-        return schema, sigs, "pipelines.dr.decisions.decision_schema"
+        return schema, sigs, "pipelines.annex.dr.decisions.decision_schema"
     except Exception as exc:  # not run from the repo, or its dependencies are missing
         schema, sigs = _inline_schema()
         return schema, sigs, f"inline ({type(exc).__name__})"

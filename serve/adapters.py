@@ -1,4 +1,4 @@
-"""Ray handles wrapped in the Protocols the pipelines expect (``pipelines.dr.ports``).
+"""Ray handles wrapped in the Protocols the pipelines expect (``pipelines.core.ports``).
 
 Foreign errors (back-pressure, dead replicas) become :mod:`pipelines.errors`
 here, so a pipeline never sees a Ray exception.
@@ -11,7 +11,7 @@ from typing import Any
 
 from ray.serve.handle import DeploymentHandle
 
-from pipelines.dr.ports import ToolCallResult, ToolSession
+from pipelines.core.ports import ToolCallResult, ToolSession
 from pipelines.errors import ToolError
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
 from serve.foreign import CPU_ERRORS, translate, unwrap
@@ -30,7 +30,7 @@ async def remote_call(handle: DeploymentHandle, method: str, *args: Any, what: s
 
 
 class HandleToolRunner:
-    """:class:`pipelines.dr.ports.ToolRunner` over a ``ToolsServer`` handle."""
+    """:class:`pipelines.core.ports.ToolRunner` over a ``ToolsServer`` handle."""
 
     def __init__(self, handle: DeploymentHandle) -> None:
         self.handle = handle
@@ -44,7 +44,7 @@ class HandleToolRunner:
 
 
 class HandleGuardrails:
-    """:class:`pipelines.dr.ports.Guardrails` over a ``GuardrailsServer`` handle."""
+    """:class:`pipelines.core.ports.Guardrails` over a ``GuardrailsServer`` handle."""
 
     def __init__(self, handle: DeploymentHandle) -> None:
         self.handle = handle
@@ -74,7 +74,7 @@ class _Remote:
 
 
 class HandleCoachTools(_Remote):
-    """:class:`pipelines.sgc_turn.ports.CoachTools` (the tool port + live state) over a ``CoachToolsServer`` handle."""
+    """:class:`pipelines.core.ports.LiveStateTools` (the tool port + live state) over a ``CoachToolsServer`` handle."""
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
         return await self._call("call", name, args, session)
@@ -90,7 +90,7 @@ class HandleCoachTools(_Remote):
 
 
 class HandleRuleKernels(_Remote):
-    """:class:`pipelines.sgc_turn.ports.RuleKernels` over a ``RuleKernels`` handle."""
+    """:class:`pipelines.core.ports.RuleKernels` over a ``RuleKernels`` handle."""
 
     async def tables_version(self) -> str:
         return await self._call("tables_version")

@@ -1,12 +1,12 @@
 """``tandem replay SESSION``: re-run a session's logged decisions and check they are identical.
 
 * ``dr`` turns: the orchestrator's decisions are re-run against the logged model
-  outputs and tool observations (:func:`pipelines.dr.replay.replay_turn`).
+  outputs and tool observations (:func:`pipelines.annex.dr.replay.replay_turn`).
 * ``tandem`` turns: every Φ lookup is re-run on its logged snapshot and every orchestrator
   step's logged output is re-parsed against its logged offer (:mod:`pipelines.tandem.replay`).
 * ``sgc_full`` and ``tandem`` turns: every W3 guidance pick is re-run from the stored
   ``answer.meta`` records with the session's seed and compared byte for byte
-  (:func:`pipelines.sgc_turn.replay_w3`).
+  (:func:`pipelines.annex.sgc_ladder.replay_w3`).
 
 Reads the turns from the configured session store and the events from the
 telemetry directory (JSON lines). Exit code 0 when every decision is identical.
@@ -61,8 +61,8 @@ async def replay_session(session_id: str, store: Any, telemetry: Path,
     rows: list[dict[str, Any]] = []
     dr_turns = [t for t in turns if t.pipeline == "dr"]
     if dr_turns:
+        from pipelines.annex.dr.replay import replay_turn
         from pipelines.domains.support import build_support_domain
-        from pipelines.dr.replay import replay_turn
 
         domain = build_support_domain()
         for t in dr_turns:
@@ -88,8 +88,8 @@ async def replay_session(session_id: str, store: Any, telemetry: Path,
                              "decisions": rep.decisions, "detail": "; ".join(rep.mismatches[:3])})
     sgc = [t for t in turns if t.meta.get("w3")]
     if sgc:
+        from pipelines.annex.sgc_ladder import replay_w3
         from pipelines.domains import domain_module, load_domain
-        from pipelines.sgc_turn import replay_w3
 
         name = domain or "coach"
         branches = load_domain(name).branch_of_intent

@@ -25,33 +25,31 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from pipelines.core.contract import EligibleAction
+from pipelines.core.decisions import (
+    DecisionError,
+    Offer,
+    build_offer,
+    decision_schema,
+    parse_decision,
+)
+from pipelines.core.fallback import Stop, fallback
+from pipelines.core.outcome import Outcome
+from pipelines.core.tools import ToolCaller
 from pipelines.domain import TurnFacts
-from pipelines.dr.contract import EligibleAction
-from pipelines.dr.fallback import Fallback, fallback
-from pipelines.dr.outcome import Outcome
 from pipelines.errors import ModelTimeout, TandemError, UpstreamError
 from pipelines.grounding import ungrounded
 from pipelines.guardrails.ids import walk_strings
 from pipelines.guardrails.pii import PLACEHOLDER_RE, Vault
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredOutput
 
-from .decide import DecisionError, Offer, build_offer, decision_schema, parse_decision
 from .prompts import observation_line, step_messages
 from .settings import TandemSettings
-from .tools import ToolCaller
 
-__all__ = ["Stop", "Orchestrator", "pending_key"]
+__all__ = ["Orchestrator", "pending_key"]
 
 # Failures of the hop, not of the backend: a confirmed write that met one may have run.
 _LOST = frozenset({"tool_timeout", "tool_error"})
-
-
-class Stop(Exception):
-    """Ends the decision with a fallback."""
-
-    def __init__(self, fb: Fallback) -> None:
-        super().__init__(fb.trigger)
-        self.fallback = fb
 
 
 def pending_key(session_id: str, pending: dict[str, Any]) -> str:

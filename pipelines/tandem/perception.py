@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.core.tools import ToolCaller
 from pipelines.errors import InvalidModelOutput, UpstreamError
 from pipelines.events import NarrationDelta
 from pipelines.gate import SentenceGate
@@ -48,7 +49,6 @@ from pipelines.sgc.w1_grammar import grammar, label_grammar, sentence_grammar, t
 
 from .prompts import narration_messages
 from .settings import TandemSettings
-from .tools import ToolCaller
 
 __all__ = ["W1Outcome", "Perception", "FALLBACK_INTENT"]
 

@@ -38,12 +38,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pipelines.core.contract import build_return, check_closure
+from pipelines.core.decisions import record_orders
+from pipelines.core.fallback import Stop, fallback
+from pipelines.core.kernels import prior_metas
+from pipelines.core.outcome import Outcome
+from pipelines.core.ports import Guardrails, ToolRunner
+from pipelines.core.tools import ToolCaller
 from pipelines.counters import Counters
 from pipelines.domain import TurnFacts
-from pipelines.dr.contract import build_return, check_closure
-from pipelines.dr.fallback import fallback
-from pipelines.dr.outcome import Outcome
-from pipelines.dr.ports import Guardrails, ToolRunner
 from pipelines.errors import UpstreamError
 from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
 from pipelines.gate import EchoJudge, GuardrailsJudge, NarrationJudge, SentenceGate
@@ -54,16 +57,14 @@ from pipelines.protocols import ModelCall, ModelClient, StructuredOutput
 from pipelines.sgc.canonical import session_seed
 from pipelines.sgc.w1 import ToolCall
 from pipelines.spans import guard_span
+from pipelines.tandem.orchestrate import Orchestrator
 from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
-from .decide import record_orders
-from .orchestrate import Orchestrator, Stop
 from .perception import Perception
 from .prompts import generator_messages, orchestrator_head, perception_messages, slot_messages
 from .reply import build_contract, generator_facts, instruction, template_reply
 from .settings import TandemSettings
-from .tools import ToolCaller
 
 __all__ = ["TandemPipeline", "META_KEY"]
 
@@ -100,7 +101,7 @@ class TandemPipeline:
     async def _w1_tables(self) -> Any:
         version = await self.kernels.tables_version()
         if self._tables is None or self._tables.version != version:
-            from pipelines.sgc_turn.ports import W1Tables
+            from pipelines.core.ports import W1Tables
 
             raw = await self.kernels.w1_tables()
             self._tables = raw if isinstance(raw, W1Tables) else W1Tables.model_validate(raw)
@@ -374,8 +375,6 @@ class TandemPipeline:
                 emit("tandem.w2", ok=True, **c2)
         branch = d.branch_of_intent.get(intent)
         if s.w3 and branch and outcome.path in ("answer", "action_card"):
-            from pipelines.sgc_turn.grounding import prior_metas
-
             inputs = {"c1": {"intent": intent, "sub_intent": sub_intent, "excluded_subjects": []},
                       "candidates": d.w3_candidates(facts), "turn_index": turn_index}
             try:

@@ -4,7 +4,7 @@ From the turn's events alone: every Φ lookup is re-run on its logged snapshot
 against the rule tables (outcome, tool calls, ``then``), and every orchestrator
 step's logged model output is re-parsed against its logged offer — the decision
 must come out identical. W3 picks replay from the stored metas
-(:func:`pipelines.sgc_turn.replay_w3`).
+(:func:`pipelines.annex.sgc_ladder.replay_w3`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.core.decisions import DecisionError, Offer, parse_decision
 from pipelines.sgc.phi import PhiTable, phi_lookup
 from pipelines.sgc.snapshot import Snapshot
-
-from .decide import DecisionError, Offer, parse_decision
 
 __all__ = ["TurnReplay", "replay_turn"]
 

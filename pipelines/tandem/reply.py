@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.core.contract import EligibleAction, ForwardContract, SourceRef
+from pipelines.core.outcome import Outcome
 from pipelines.domain import DomainTexts, TurnFacts
-from pipelines.dr.contract import EligibleAction, ForwardContract, SourceRef
-from pipelines.dr.outcome import Outcome
 from pipelines.guardrails.pii import Vault
 
 __all__ = ["build_contract", "template_reply", "generator_facts", "instruction"]
@@ -49,7 +49,7 @@ def build_contract(domain: Any, facts: TurnFacts, outcome: Outcome, *, turn_id: 
                    vault: Vault, c1: dict[str, Any] | None, c2: dict[str, Any] | None,
                    c3: dict[str, Any] | None, verified: bool) -> ForwardContract:
     """The forward contract of this turn (see module docstring)."""
-    from pipelines.dr.contract import ObservationRecord
+    from pipelines.core.contract import ObservationRecord
 
     state: dict[str, Any] = {}
     if verified and facts.user_id:

@@ -15,10 +15,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.domains import domain_module, rule_tables_holder
+from pipelines.core.kernels import LocalRuleKernels
+from pipelines.core.ports import ToolCallResult, ToolSession
+from pipelines.domains import domain_module
 from pipelines.domains.coach import generate_coach_world
-from pipelines.dr.ports import ToolCallResult, ToolSession
-from pipelines.sgc_turn.ports import LocalCoachTools, LocalRuleKernels
+from pipelines.domains.coach.runner import LocalCoachTools
 from serve.config import DomainConfig
 
 __all__ = ["CoachToolsServer", "RuleKernelsServer", "DEFAULT_COACH_USER", "DEFAULT_OPPONENT"]
@@ -69,9 +70,7 @@ class RuleKernelsServer:
     """Hosts :class:`LocalRuleKernels` for one domain; tables via ``user_config`` (``{"rules": bundle}``)."""
 
     def __init__(self, domain: str = "coach") -> None:
-        pack = domain_module(domain).DomainPack()
-        self.kernels = LocalRuleKernels(rule_tables_holder(domain), labels=pack.labels,
-                                        tools=pack.registry.names(), branch_of_intent=pack.branch_of_intent)
+        self.kernels = LocalRuleKernels.of(domain_module(domain).DomainPack())
         self.last_error: str | None = None
         logger.info("rule kernels ready: tables %s", self.kernels.holder.version)
 

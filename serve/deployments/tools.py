@@ -5,7 +5,7 @@ the tau2 ``db.json`` when configured and present, else from the seeded
 generator). The store is also the write ledger: a confirmed write commits the
 entities it changed and its outcome, keyed by the pending card, in one
 transaction before the in-memory world changes; a key already recorded returns
-its outcome without running again (:class:`pipelines.dr.ports.LocalToolRunner`).
+its outcome without running again (:class:`pipelines.core.ports.LocalToolRunner`).
 Write arguments are checked for grounding at precheck and before execution.
 The world is the replica's state: the deployment runs one replica (the store
 is the source of truth across restarts).
@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from models.prepare import cache_dir
+from pipelines.core.ports import UNGROUNDED, ToolCallResult, ToolSession
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain, generate_world, load_tau2_world
-from pipelines.dr.ports import UNGROUNDED, LocalToolRunner, ToolCallResult, ToolSession
 from serve.config import DomainConfig
 from serve.stores.world_sqlite import SQLiteWorldStore
 
@@ -47,7 +48,7 @@ def open_world(cfg: DomainConfig) -> tuple[Any, SQLiteWorldStore, str]:
 
 
 class ToolsServer:
-    """Hosts :class:`pipelines.dr.ports.LocalToolRunner` over the persisted world."""
+    """Hosts :class:`pipelines.core.ports.LocalToolRunner` over the persisted world."""
 
     def __init__(self, domain_config: dict[str, Any]) -> None:
         cfg = DomainConfig.model_validate(domain_config)

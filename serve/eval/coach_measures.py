@@ -13,7 +13,7 @@
 * ``contradictions`` — replies holding two incompatible judgements (praise with apology or
   with a constraint account) about the same creature or skill, or about the turn when
   the sentences name none: the post-guard's keyword judge
-  (:func:`pipelines.sgc_turn.guard.judge_kinds`) and Ψ's incompatibility check
+  (:func:`pipelines.annex.sgc_ladder.guard.judge_kinds`) and Ψ's incompatibility check
   (:func:`pipelines.sgc.psi.check_paragraph_contradictions`), applied to what was delivered.
 """
 
@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipelines.domains.coach.judge import judge_kinds
 from pipelines.sgc.psi import DEFAULT_INCOMPATIBLE, check_paragraph_contradictions
-from pipelines.sgc_turn.guard import judge_kinds
 
 __all__ = [
     "names_in",

@@ -10,7 +10,7 @@ outcome the tool returned. :meth:`SQLiteWorldStore.commit_write` upserts the
 changed entities and inserts the row in the same transaction, after checking
 the key inside it — so a key is recorded at most once, a recorded key always
 has its entities, and a failed commit leaves neither. It implements
-:class:`pipelines.dr.ports.WriteLedger`. stdlib ``sqlite3`` only.
+:class:`pipelines.core.ports.WriteLedger`. stdlib ``sqlite3`` only.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from pipelines.core.ports import LedgerEntry
 from pipelines.domains.support.world import Order, Product, RetailWorld, User
-from pipelines.dr.ports import LedgerEntry
 
 __all__ = ["SQLiteWorldStore"]
 

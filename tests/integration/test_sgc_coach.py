@@ -86,9 +86,9 @@ def test_no_unowned_creature_is_delivered(app, session):
 
 
 def test_w3_metas_stored_no_consecutive_repeat_and_replay(app, session):
+    from pipelines.annex.sgc_ladder import replay_w3
+    from pipelines.annex.sgc_ladder.replay import all_identical
     from pipelines.domains.coach import load_coach_rule_tables
-    from pipelines.sgc_turn import replay_w3
-    from pipelines.sgc_turn.replay import all_identical
 
     turns = httpx.get(f"{app.http}/v1/sessions/coach-1").json()["turns"]
     assert len(turns) == len(TEXTS)

@@ -95,7 +95,7 @@ _KERNEL_MODULES = (
     "pipelines/domains/support/eligibility.py",
     "pipelines/domains/support/cards.py",
     "pipelines/domains/support/observations.py",
-    "pipelines/dr/contract.py",
+    "pipelines/core/contract.py",
 )
 # the guardrails, and the one fail-closed sentence gate with its judges
 _GUARD_MODULES = ("pipelines/guardrails/*", "pipelines/gate.py")
@@ -149,7 +149,7 @@ PROFILES: dict[str, Profile] = {
     "sessions": Profile(name="sessions", modules=_SESSION_MODULES, tests=_SESSION_TESTS),
     "slice": Profile(
         name="slice",
-        modules=("pipelines/errors.py", "pipelines/dr/contract.py"),
+        modules=("pipelines/errors.py", "pipelines/core/contract.py"),
         tests=_CONTRACT_TESTS + _ERROR_TESTS,
     ),
 }

@@ -14,8 +14,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.annex.dr import DRPipeline, DRSettings
+from pipelines.core.runner import LocalToolRunner
+from pipelines.counters import Counters
 from pipelines.domains.support import build_support_domain, generate_world
-from pipelines.dr import Counters, DRPipeline, DRSettings, LocalToolRunner
 from pipelines.events import ReplyDelta, TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.protocols import ModelCall, TurnRecord

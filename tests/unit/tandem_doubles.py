@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pipelines.core.kernels import LocalRuleKernels
+from pipelines.core.runner import LocalToolRunner
 from pipelines.counters import Counters
-from pipelines.domains import load_domain, rule_tables_holder
-from pipelines.dr.ports import LocalToolRunner
+from pipelines.domains import load_domain
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.sgc.w1 import LONG_TAGS, W1Tags
-from pipelines.sgc_turn.ports import LocalRuleKernels
 from pipelines.tandem.pipeline import TandemPipeline
 from pipelines.tandem.settings import TandemSettings
 from pipelines.turn import TurnRunner
@@ -47,16 +47,14 @@ class TandemHarness:
             tools = LocalToolRunner(build_support_domain(), self.world)
         elif tools is None and domain == "coach":
             from pipelines.domains.coach import generate_coach_world
-            from pipelines.sgc_turn.ports import LocalCoachTools
+            from pipelines.domains.coach.runner import LocalCoachTools
 
             self.world = generate_coach_world(7)
             self.coach = LocalCoachTools(self.world)
             self.coach.bind("s1", user_id or "u001", {"opponent_id": "o01"})
             tools = self.coach
         self.tools = tools
-        self.kernels = LocalRuleKernels(rule_tables_holder(domain), labels=self.domain.labels,
-                                        tools=self.domain.registry.names(),
-                                        branch_of_intent=self.domain.branch_of_intent)
+        self.kernels = LocalRuleKernels.of(self.domain)
         self.models = ScriptModels()
         self.sink = ListSink()
         self.store = MemStore()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pipelines.dr.ports import ToolSession
+from pipelines.core.ports import ToolSession
 from serve.deployments.coach import CoachToolsServer
 
 

@@ -16,8 +16,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipelines.core.contract import ForwardContract
 from pipelines.domains.support import ACTION_CARDS, FIXTURES, generate_world
-from pipelines.dr.contract import ForwardContract
 from pipelines.guardrails import PostGuard, PostGuardView
 from pipelines.guardrails.config import default_guardrail_config
 from pipelines.guardrails.ids import (

@@ -1,6 +1,6 @@
 """The forward contract's membership sets and the closure check, by fixed examples.
 
-Every expected value is written by hand from :mod:`pipelines.dr.contract`:
+Every expected value is written by hand from :mod:`pipelines.core.contract`:
 which fields are grounded (everything but the user's request, the clarify
 question, turn id, version, locale and fallback), which keys carry money
 (``amount``, ``price``, ``balance``, ``total``, ``refund``, ``value``,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.dr.contract import (
+from pipelines.core.contract import (
     EligibleAction,
     ForwardContract,
     ObservationRecord,
@@ -21,9 +21,8 @@ from pipelines.dr.contract import (
     SourceRef,
     build_return,
     check_closure,
-    state_from_observation,
-    summarize_result,
 )
+from pipelines.domains.support.observations import state_from_observation, summarize_result
 from pipelines.guardrails.post import PostGuardView, Violation
 
 ORDER = {

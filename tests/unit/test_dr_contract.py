@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipelines.dr.contract import (
+from pipelines.core.contract import (
     EligibleAction,
     ForwardContract,
     ObservationRecord,
     SourceRef,
     build_return,
     check_closure,
-    state_from_observation,
 )
-from pipelines.dr.fallback import fallback
+from pipelines.core.fallback import fallback
+from pipelines.domains.support.observations import state_from_observation
 
 ORDER = {
     "order_id": "#W1000001", "user_id": "alex_rivera_1001", "status": "cancelled",

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from pipelines.domains.support import build_support_domain
-from pipelines.dr.decisions import (
+from pipelines.annex.dr.decisions import (
     REASON_CODES,
     Action,
     Clarify,
@@ -19,6 +18,7 @@ from pipelines.dr.decisions import (
     decision_schema,
     parse_decision,
 )
+from pipelines.domains.support import build_support_domain
 
 D = build_support_domain()
 FORBIDDEN = {"pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",

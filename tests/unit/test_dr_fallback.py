@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.dr import DRSettings, OrchestratorSettings
-from pipelines.dr.fallback import FALLBACK_TRIGGERS, Counters, fallback
+from pipelines.annex.dr import DRSettings, OrchestratorSettings
+from pipelines.core.fallback import FALLBACK_TRIGGERS, fallback
+from pipelines.counters import Counters
 from pipelines.errors import (
     InvalidModelOutput,
     ModelTimeout,
@@ -53,7 +54,7 @@ def fb_of(h: Harness) -> dict:
 def test_trigger_table_classes() -> None:
     infra = {t for t, c in FALLBACK_TRIGGERS.items() if c == "infra"}
     assert infra == {"model_timeout", "model_error", "tool_timeout", "tool_error", "malformed_output", "invalid_tool_call",
-                     "write_outcome_unknown"}
+                     "write_outcome_unknown", "perception_error", "plan_invalid", "facts_unavailable"}
     with pytest.raises(KeyError):
         fallback("unknown")
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from pipelines.annex.dr import DRPipeline
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import FIXTURES
-from pipelines.dr import DRPipeline, LocalGuardrails, LocalToolRunner
 from pipelines.events import TurnRequest
+from pipelines.guardrails import LocalGuardrails
 from pipelines.turn import TurnContext
 
 from .dr_doubles import Harness, ListSink, ScriptModels, j

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from pipelines.annex.dr.actions import UNGROUNDED_QUESTION
 from pipelines.domains.support import FIXTURES
 from pipelines.domains.support import reads as support_reads
 from pipelines.domains.support.help import search_help_articles
-from pipelines.dr.actions import UNGROUNDED_QUESTION
 
 from .dr_doubles import Harness, TurnResult, j
 
@@ -117,7 +117,7 @@ def test_an_address_the_user_typed_is_changed_after_the_yes(address2: str) -> No
 
 @pytest.mark.xfail(strict=True, reason="a card value that looks like PII but was never typed (an address on file) is "
                    "redacted into a placeholder the next turn's vault cannot resolve, so the yes falls back "
-                   "(pipelines/dr/actions.py redacts card params with a vault rebuilt from user texts only)")
+                   "(pipelines/annex/dr/actions.py redacts card params with a vault rebuilt from user texts only)")
 def test_an_address_on_file_can_be_confirmed() -> None:
     h = logged_in()
     on_file = h.world.users[ALEX.user_id].address

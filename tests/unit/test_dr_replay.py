@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from pipelines.annex.dr.replay import decision_trace, replay_turn
 from pipelines.domains.support import FIXTURES
-from pipelines.dr.replay import decision_trace, replay_turn
 from pipelines.errors import ModelTimeout
 
 from .dr_doubles import Harness, j

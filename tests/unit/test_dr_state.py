@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from pipelines.dr.ports import ToolCallResult
-from pipelines.dr.state import PendingAction, SessionFacts, is_affirmative, is_negative, load_facts
+from pipelines.annex.dr.state import (
+    PendingAction,
+    SessionFacts,
+    is_affirmative,
+    is_negative,
+    load_facts,
+)
+from pipelines.core.ports import ToolCallResult
 from pipelines.protocols import TurnRecord
 from pipelines.tools import ToolObservation
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from pipelines.annex.dr import DRPipeline
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import FIXTURES, build_support_domain, generate_world
-from pipelines.dr import DRPipeline, LocalToolRunner
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.turn import TurnRunner

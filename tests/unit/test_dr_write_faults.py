@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from pipelines.annex.dr import DRSettings, OrchestratorSettings
+from pipelines.annex.dr.prompts import PATH_INSTRUCTIONS
+from pipelines.core.ports import write_key
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain
 from pipelines.domains.support.generator import FIXTURES, generate_world
-from pipelines.dr import DRSettings, OrchestratorSettings
-from pipelines.dr.ports import LocalToolRunner, write_key
-from pipelines.dr.prompts import PATH_INSTRUCTIONS
 from pipelines.errors import ModelUnavailable, ToolError, UpstreamError
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails

@@ -97,7 +97,7 @@ def test_phrasings_are_held_out_of_every_prompt_and_name_no_intent():
     from pipelines.domains.coach.domain import DomainPack
     from pipelines.tandem.prompts import orchestrator_head
 
-    files = [ROOT / "pipelines/tandem/prompts.py", ROOT / "pipelines/sgc_turn/contract.py",
+    files = [ROOT / "pipelines/tandem/prompts.py", ROOT / "pipelines/annex/sgc_ladder/contract.py",
              *sorted((ROOT / "pipelines/domains/coach").rglob("*.py")),
              *sorted((ROOT / "pipelines/domains/coach/tables").glob("*.yaml"))]
     corpus = " " + " ".join(" ".join(_words(f.read_text())) for f in files) + " "

@@ -103,7 +103,7 @@ def test_pipelines_imports_leave_ray_and_vllm_unloaded() -> None:
     code = (
         "import json, sys\n"
         "import pipelines.errors, pipelines.events, pipelines.protocols, pipelines.telemetry\n"
-        "import pipelines.turn, pipelines.prompting, pipelines.tools\n"
+        "import pipelines.turn, pipelines.annex.prompting, pipelines.tools\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from pipelines.annex.monolithic import MonolithicPipeline
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import FIXTURES, build_support_domain, generate_world
-from pipelines.dr import LocalToolRunner
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
-from pipelines.monolithic import MonolithicPipeline
 from pipelines.turn import TurnRunner
 
 from .dr_doubles import ListSink, MemStore, ScriptModels

@@ -1,4 +1,4 @@
-"""pipelines.prompting: the one-call baseline pipeline."""
+"""pipelines.annex.prompting: the one-call baseline pipeline."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from pipelines.annex.prompting import PromptingPipeline, PromptingSettings, history_messages
 from pipelines.errors import ModelUnavailable
 from pipelines.events import ReplyDelta, TurnRequest
-from pipelines.prompting import PromptingPipeline, PromptingSettings, history_messages
 from pipelines.protocols import ChatMessage, ModelClient, TurnRecord
 from pipelines.turn import TurnContext
 from tests.doubles import ListEventSink, ScriptedModelClient, collect

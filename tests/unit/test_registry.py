@@ -8,10 +8,10 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from pipelines import domains
+from pipelines.core.kernels import LocalRuleKernels
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.registry import KINDS, Parts, PipelineSettings, build_pipeline, kind_record
-from pipelines.sgc_turn.ports import LocalRuleKernels
 from pipelines.turn import TurnRunner
 
 from .dr_doubles import ListSink, MemStore, ScriptModels

@@ -12,18 +12,15 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.annex.sgc_ladder import SgcCounters, SgcSettings, build_sgc_pipeline
+from pipelines.core.kernels import LocalRuleKernels
 from pipelines.domains.coach import coach_tables_holder, generate_coach_world
+from pipelines.domains.coach.domain import DomainPack as CoachPack
+from pipelines.domains.coach.runner import LocalCoachTools
 from pipelines.events import NarrationDelta, ReplyDelta, TurnRequest
 from pipelines.protocols import ModelCall, TurnRecord
 from pipelines.sgc.snapshot import LoadedState
 from pipelines.sgc.w2 import QuerySlots
-from pipelines.sgc_turn import (
-    LocalCoachTools,
-    LocalRuleKernels,
-    SgcCounters,
-    SgcSettings,
-    build_sgc_pipeline,
-)
 from pipelines.tools import ToolObservation
 from pipelines.turn import TurnContext
 
@@ -157,7 +154,7 @@ class Harness:
         self.local = LocalCoachTools(self.world)
         self.tools = LoggingTools(self.local, self.log)
         self.holder = coach_tables_holder()
-        self.kernels = LocalRuleKernels(self.holder)
+        self.kernels = LocalRuleKernels.of(CoachPack(), self.holder)
         self.models = ScriptModels(self.log)
         self.counters = SgcCounters()
         self.sink = ListSink()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pipelines.annex.sgc_ladder.pe_agent import parse_plan, plan_schema
 from pipelines.domains.coach import TOOL_NAMES
-from pipelines.sgc_turn.pe_agent import parse_plan, plan_schema
 
 from .test_sgc_turn_doubles import Harness
 

@@ -8,6 +8,16 @@ import json
 
 import pytest
 
+from pipelines.annex.sgc_ladder import (
+    SGC_KINDS,
+    PlanExecutePipeline,
+    SgcCounters,
+    SgcPipeline,
+    build_sgc_pipeline,
+    replay_w3,
+)
+from pipelines.core.kernels import LocalRuleKernels
+from pipelines.core.ports import W1Tables
 from pipelines.domains.coach import (
     coach_rule_tables_dict,
     coach_tables_holder,
@@ -15,21 +25,12 @@ from pipelines.domains.coach import (
     generate_sessions,
     load_coach_rule_tables,
 )
+from pipelines.domains.coach.domain import DomainPack as CoachPack
+from pipelines.domains.coach.runner import LocalCoachTools
 from pipelines.events import DoneEvent, NarrationDelta, TurnRequest
 from pipelines.protocols import TurnRecord
 from pipelines.sgc.w2 import GroundingResult, QuerySlots
 from pipelines.sgc.w3 import AnswerMeta
-from pipelines.sgc_turn import (
-    SGC_KINDS,
-    LocalCoachTools,
-    LocalRuleKernels,
-    PlanExecutePipeline,
-    SgcCounters,
-    SgcPipeline,
-    W1Tables,
-    build_sgc_pipeline,
-    replay_w3,
-)
 from pipelines.turn import TurnRunner
 
 from .test_sgc_turn_doubles import Harness, ListSink, ScriptModels, stream
@@ -88,7 +89,7 @@ def test_turn_runner_stamps_rules_version_and_stores_the_meta():
     models = ScriptModels(log)
     tools = LocalCoachTools(WORLD)
     tools.bind("s1", "u001", {"opponent_id": "o01"})
-    kernels = LocalRuleKernels(coach_tables_holder())
+    kernels = LocalRuleKernels.of(CoachPack(), coach_tables_holder())
     pipeline = build_sgc_pipeline("sgc_full", models, tools, kernels)
     store = _Store()
     runner = TurnRunner(pipeline, store, sink=ListSink(), max_history_turns=pipeline.history_turns)
@@ -112,7 +113,7 @@ def test_turn_runner_stamps_rules_version_and_stores_the_meta():
 
 
 def test_factory_builds_every_rung_and_refuses_unknown_kinds():
-    models, tools, kernels = ScriptModels([]), LocalCoachTools(WORLD), LocalRuleKernels(coach_tables_holder())
+    models, tools, kernels = ScriptModels([]), LocalCoachTools(WORLD), LocalRuleKernels.of(CoachPack(), coach_tables_holder())
     counters = SgcCounters()
     built = {k: build_sgc_pipeline(k, models, tools, kernels, counters=counters) for k in SGC_KINDS}
     assert isinstance(built["pe_agent"], PlanExecutePipeline)
@@ -126,7 +127,7 @@ def test_factory_builds_every_rung_and_refuses_unknown_kinds():
 
 
 def test_kernel_ports_speak_json():
-    kernels = LocalRuleKernels(coach_tables_holder())
+    kernels = LocalRuleKernels.of(CoachPack(), coach_tables_holder())
     tools = LocalCoachTools(WORLD)
     tools.bind("s1", "u001", {"opponent_id": "o01"})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import lark
 
-from pipelines.sgc_turn import SgcCounters, SgcSettings
+from pipelines.annex.sgc_ladder import SgcCounters, SgcSettings
 
 from .test_sgc_turn_doubles import Harness, stream
 
@@ -152,7 +152,7 @@ def test_counters_snapshot_has_every_family():
 
 
 def test_narration_is_capped_even_from_an_unconstrained_engine():
-    from pipelines.sgc_turn import SgcSettings
+    from pipelines.annex.sgc_ladder import SgcSettings
 
     h = Harness("sgc_w1", settings=SgcSettings(narration_max_chars=10))
     out = h.turn(TEXT, orch=LINEUP, gen=REPLY)

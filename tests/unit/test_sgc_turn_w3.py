@@ -7,6 +7,8 @@ import copy
 
 import pytest
 
+from pipelines.annex.sgc_ladder import SgcSettings, all_identical, replay_w3
+from pipelines.core.kernels import decide_w3
 from pipelines.domains.coach import (
     BRANCH_OF_INTENT,
     generate_coach_world,
@@ -14,7 +16,6 @@ from pipelines.domains.coach import (
     load_coach_rule_tables,
 )
 from pipelines.sgc.canonical import derive_seed
-from pipelines.sgc_turn import SgcSettings, all_identical, decide_w3, replay_w3
 
 from .test_sgc_turn_doubles import Harness
 

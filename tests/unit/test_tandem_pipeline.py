@@ -186,8 +186,8 @@ def test_the_template_answers_when_the_generator_fails():
 
 
 def test_w3_guidance_is_stored_and_replays_identically():
+    from pipelines.annex.sgc_ladder.replay import all_identical, replay_w3
     from pipelines.domains import load_rule_bundle
-    from pipelines.sgc_turn.replay import all_identical, replay_w3
 
     h = TandemHarness()
     _verify(h)

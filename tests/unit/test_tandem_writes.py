@@ -3,8 +3,8 @@ through the backend's grounding check (with the session's user texts), and the c
 
 from __future__ import annotations
 
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain, generate_world
-from pipelines.dr.ports import LocalToolRunner
 from pipelines.guardrails import canary_token
 from pipelines.tandem.settings import TandemSettings
 from serve.stores.world_sqlite import SQLiteWorldStore

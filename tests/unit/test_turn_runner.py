@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from pipelines.annex.prompting import PromptingPipeline, PromptingSettings
 from pipelines.errors import (
     InvalidInput,
     InvalidModelOutput,
@@ -24,7 +25,6 @@ from pipelines.events import (
     ReplyDelta,
     TurnRequest,
 )
-from pipelines.prompting import PromptingPipeline, PromptingSettings
 from pipelines.protocols import TurnRecord
 from pipelines.turn import (
     SESSION_ID_RE,

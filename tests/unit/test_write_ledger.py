@@ -11,9 +11,10 @@ import sqlite3
 
 import pytest
 
+from pipelines.core.ports import UNGROUNDED, LedgerEntry, ToolSession, write_key
+from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain
 from pipelines.domains.support.generator import FIXTURES, generate_world
-from pipelines.dr.ports import UNGROUNDED, LedgerEntry, LocalToolRunner, ToolSession, write_key
 from pipelines.errors import ToolError
 from serve.stores.world_sqlite import SQLiteWorldStore
 

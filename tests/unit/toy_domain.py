@@ -1,5 +1,5 @@
 """A third, tiny domain pack (weather alerts), written only in tests: it plugs into the tandem turn,
-the config and the serve builder through the registries alone (no pipelines/dr, pipelines/sgc* or
+the config and the serve builder through the registries alone (no pipelines/annex/dr, pipelines/sgc* or
 serve/ change)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from pipelines.core.ports import ToolCallResult, ToolSession
 from pipelines.domain import DomainTexts, TurnFacts
-from pipelines.dr.ports import ToolCallResult, ToolSession
 from pipelines.sgc.tables import RuleTablesHolder
 from pipelines.sgc.tables import load_rule_tables as load_bundle
 from pipelines.tools import ToolContext, ToolRegistry, ToolSpec

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.core.contract import C2, ForwardContract, compact
 from pipelines.domain import CardSpec, DomainTexts, TurnFacts
 from pipelines.sgc.w2 import (
     LiveFacts,
@@ -27,8 +28,10 @@ from pipelines.sgc.w2 import (
 )
 from pipelines.sgc.w2_diff import CONFLICT_KINDS, DEFAULT_TIERS
 
+from .judge import CoachJudge, ReplyJudge
 from .labels import BRANCH_OF_INTENT, INTENT_CUES, INTENT_LABELS, SUB_INTENT_CUES, cued
 from .pack import BRANCHES, coach_rule_tables_dict, coach_tables_holder, load_coach_rule_tables
+from .runner import CoachFacts
 from .tools import build_registry
 from .world import ELEMENTS, generate_coach_world
 
@@ -199,8 +202,6 @@ class DomainPack:
         return text if len(text) <= limit else text[:limit] + "..."
 
     def user_state(self, tool: str, result: Mapping[str, Any] | None) -> dict[str, Any]:
-        from pipelines.sgc_turn.contract import compact
-
         if not result:
             return {}
         return {f"{tool}.{k}": compact(v, 6, 120) for k, v in result.items() if k not in ("user_id",)}
@@ -255,21 +256,17 @@ class DomainPack:
         lead with nothing."""
         return _ranked_lines(facts, below=_LEAD_BELOW, sub_intent=_sub_intent(contract))[:1]
 
-    def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
-        from pipelines.sgc_turn.ports import CoachFacts
-
+    def reply_judges(self, facts: TurnFacts, contract: ForwardContract) -> list[Any]:
+        """The ownership / contradiction judge over the session's live facts (read in :meth:`prepare`)."""
         live = facts.state.get("live") or {}
         coach_facts = CoachFacts.model_validate({"user_id": live.get("user_id"), "facts": live.get("facts") or {},
                                                  "known_skills": live.get("known_skills") or []})
-        from pipelines.sgc_turn.contract import C2, ReplyContract
-        from pipelines.sgc_turn.guard import CoachJudge, ReplyJudge
-
         c2 = contract.c2 or {}
         conflicts = [{k: c.get(k) for k in ("constraint_id", "kind", "tier", "entity", "detail")}
                      for c in c2.get("conflicts") or []]
-        view = ReplyContract(user_text="", narration=contract.model_dump_json(),
-                             c2=C2(conflicts=conflicts, plan=c2.get("plan") or []) if contract.c2 else None)
-        return [CoachJudge(ReplyJudge(coach_facts, view), safe_unowned="", safe_contradiction="")]
+        view = C2(conflicts=conflicts, plan=c2.get("plan") or []) if contract.c2 else None
+        return [CoachJudge(ReplyJudge(coach_facts, contract.model_dump_json(), view), safe_unowned="",
+                           safe_contradiction="")]
 
 
 #: ``_answer_line`` ranks below this lead a reply (the fact that answers); the others only stand in for one.

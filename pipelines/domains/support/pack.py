@@ -34,6 +34,7 @@ from .candidates import (
 from .cards import ACTION_CARDS
 from .eligibility import REASONS, authenticate
 from .generator import PRODUCT_TEMPLATES, generate_world
+from .grounded import owner_candidates, ungrounded_args
 from .help import HELP_ARTICLES, classify_question, search_help_articles
 from .labels import (
     ACCOUNT_INTENTS,
@@ -48,7 +49,7 @@ from .labels import (
 from .observations import state_from_observation, summarize_result
 from .policy import policy_lines
 from .texts import GENERATOR_PERSONA, ORCHESTRATOR_POLICY, SUPPORT_TEXTS
-from .tools import LOOKUP_TOOLS, WRITE_TOOLS, build_registry
+from .tools import LOOKUP_TOOLS, WRITE_TOOLS, ToolOutcome, build_registry, invoke, precheck
 from .world import load_tau2_world
 
 __all__ = ["SupportState", "SupportPack", "PendingCard", "support_rule_tables", "load_support_rule_tables", "OPEN_READS", "PRIVATE_READS"]
@@ -153,6 +154,21 @@ class SupportPack:
     @property
     def registry(self) -> ToolRegistry[Any]:
         return self._registry
+
+    # -- the tool backend (what the tool port runs: pipelines.core.runner.ToolBackend) ----------
+
+    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> ToolOutcome:
+        """Run one call against ``world``: the observation, the refusal reason, the entities changed."""
+        return invoke(self._registry, name, args, ctx, world)
+
+    def precheck(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> str | None:
+        """A write's eligibility as if the user had confirmed (``None``: eligible)."""
+        return precheck(self._registry, name, args, ctx, world)
+
+    def ungrounded(self, name: str, args: dict[str, Any], user_texts: Sequence[str], world: Any,
+                   user_id: str) -> list[str]:
+        """Write arguments that are neither in the user's texts nor in ``user_id``'s own records."""
+        return ungrounded_args(name, args, list(user_texts), owner_candidates(world, user_id))
 
     @staticmethod
     def search_help(text: str, limit: int = 3) -> Any:

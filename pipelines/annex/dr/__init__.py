@@ -1,0 +1,38 @@
+"""The Dynamic Response (DR) rung: a bounded ReAct orchestrator over typed tools, a generator that
+writes only from a validated forward contract, guardrails before / inside / after the loop, a
+conservative fallback, and structured events that replay the decisions.
+
+It is built on the core (:mod:`pipelines.core`): the forward contract and its closure check, the
+tool port, outcome and fallback. What is DR's own: its session facts (``meta["dr"]``,
+:mod:`.state`), its decision format (:mod:`.decisions`), its orchestrator and terminal handlers
+(:mod:`.orchestrator`, :mod:`.actions`), its prompts (:mod:`.prompts`), the contract's assembly
+(:mod:`.assemble`), the guarded generator step (:mod:`.generator`), replay (:mod:`.replay`) and
+the pipeline (:mod:`.pipeline`)::
+
+    from pipelines.annex.dr import DRPipeline, DRSettings
+    pipeline = DRPipeline(domain, models, LocalToolRunner(domain, world), LocalGuardrails(),
+                          settings=DRSettings(), counters=Counters())
+"""
+
+from __future__ import annotations
+
+from .decisions import REASON_CODES, decision_schema, parse_decision
+from .inputs import OrchestratorInput, OrchestratorSettings
+from .orchestrator import Orchestrator
+from .pipeline import DRPipeline, DRSettings
+from .state import META_KEY, PendingAction, SessionFacts, load_facts
+
+__all__ = [
+    "DRPipeline",
+    "DRSettings",
+    "Orchestrator",
+    "OrchestratorInput",
+    "OrchestratorSettings",
+    "REASON_CODES",
+    "decision_schema",
+    "parse_decision",
+    "SessionFacts",
+    "PendingAction",
+    "load_facts",
+    "META_KEY",
+]

@@ -1,0 +1,156 @@
+"""The one in-process tool port: a pack's typed tools over its world, with exactly-once writes.
+
+:class:`LocalToolRunner` implements :class:`~pipelines.core.ports.ToolRunner` for any pack that is
+a :class:`ToolBackend` (its tool calls, their eligibility and the grounding of write arguments).
+Reads run against the live world. Writes are serialized and run on a fork of the world (the
+authenticated user's records copied): the changed entities and, for a keyed call, the outcome are
+committed to the write ledger in one transaction, and only then swapped into the live world. A
+failed commit raises :class:`~pipelines.errors.ToolError` and changes nothing, in memory or on
+disk. A key already in the ledger returns its recorded outcome (``replayed=True``) without running
+anything. Every write argument must be grounded (the user's words or their own records), checked at
+precheck and again before the write runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pipelines.errors import ToolError
+from pipelines.tools import ToolContext, ToolObservation, ToolRegistry
+
+from .ports import UNGROUNDED, LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
+
+__all__ = ["ToolBackend", "ToolOutcome", "LocalToolRunner"]
+
+
+@runtime_checkable
+class ToolOutcome(Protocol):
+    """What one backend call returns: the observation, a refusal reason, and the entities a write changed."""
+
+    observation: ToolObservation
+    reason: str | None
+    changed_user_ids: Sequence[str]
+    changed_order_ids: Sequence[str]
+
+
+@runtime_checkable
+class ToolBackend(Protocol):
+    """What a pack gives the tool port: its tools, their eligibility, the grounding of write arguments."""
+
+    write_tools: frozenset[str]
+
+    @property
+    def registry(self) -> ToolRegistry[Any]: ...
+
+    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> ToolOutcome:
+        """Run one call (writes need ``ctx.confirmed``); refusals are failed observations with a reason."""
+        ...
+
+    def precheck(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> str | None:
+        """A write's eligibility as if the user had confirmed: ``None`` or the reason code."""
+        ...
+
+    def ungrounded(self, name: str, args: dict[str, Any], user_texts: Sequence[str], world: Any,
+                   user_id: str) -> list[str]:
+        """The write arguments that are neither in the user's texts nor in ``user_id``'s own records."""
+        ...
+
+
+def _digest(name: str, args: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps([name, args], sort_keys=True, default=str).encode()).hexdigest()
+
+
+class LocalToolRunner:
+    """A pack's tools in process over its world (see module docstring)."""
+
+    def __init__(self, domain: ToolBackend, world: Any, *, ledger: WriteLedger | None = None) -> None:
+        self.domain = domain
+        self.world = world
+        self.ledger: WriteLedger = ledger if ledger is not None else MemoryLedger()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._write_lock = asyncio.Lock()
+
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        """Run ``name`` with the session's facts; writes need ``session.confirmed``."""
+        if name in self.domain.write_tools:
+            async with self._write_lock:
+                return self._write(name, args, session)
+        ctx = session.to_context()
+        before = set(ctx.observed_ids)
+        self.calls.append((name, dict(args)))
+        out = self.domain.invoke(name, args, ctx, self.world)
+        return ToolCallResult(observation=out.observation, reason=out.reason,
+                              observed_ids=sorted(ctx.observed_ids - before))
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        """Eligibility as if confirmed, then grounding; the world is not touched."""
+        reason = self.domain.precheck(name, args, session.to_context(), self.world)
+        if reason is None:
+            missing = self.ungrounded(name, args, session)
+            if missing:
+                return f"{UNGROUNDED}:{','.join(missing)}"
+        return reason
+
+    def ungrounded(self, name: str, args: dict[str, Any], session: ToolSession) -> list[str]:
+        """Arguments of a write that are neither the user's words nor the authenticated user's records."""
+        if name not in self.domain.write_tools or not session.authenticated_user_id:
+            return []
+        return self.domain.ungrounded(name, args, session.user_texts, self.world, session.authenticated_user_id)
+
+    def _write(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        # No await inside: once a write starts, cancellation cannot split its commit from its swap.
+        key = session.idempotency_key
+        request = _digest(name, args)
+        if key is not None:
+            prior = self.ledger.recorded(key)
+            if prior is not None:
+                return _replay(prior, request)
+        self.calls.append((name, dict(args)))
+        ctx = session.to_context()
+        before = set(ctx.observed_ids)
+        missing = self.ungrounded(name, args, session)
+        users: list[str] = []
+        orders: list[str] = []
+        trial = self.world
+        if missing:
+            result = _refusal(name, args, UNGROUNDED, f"arguments not grounded in the user's words or records: {missing}")
+        else:
+            trial = self.world.fork(ctx.authenticated_user_id)
+            out = self.domain.invoke(name, args, ctx, trial)
+            users, orders = list(out.changed_user_ids), list(out.changed_order_ids)
+            own_users, own_orders = self.world.forked_ids(ctx.authenticated_user_id)
+            if not (set(users) <= own_users and set(orders) <= own_orders):
+                raise ToolError(f"write {name!r} changed entities outside the authenticated user's records")
+            result = ToolCallResult(observation=out.observation, reason=out.reason, changed_user_ids=users,
+                                    changed_order_ids=orders, observed_ids=sorted(ctx.observed_ids - before))
+        entry = None if key is None else LedgerEntry(key=key, session_id=session.session_id, tool=name,
+                                                      request=request, outcome=result)
+        if entry is not None or users or orders:
+            try:
+                prior = self.ledger.commit_write(entry, trial, users, orders)
+            except Exception as exc:
+                raise ToolError(f"the write {name!r} could not be recorded; nothing was changed",
+                                details={"tool": name, "reason": "commit_failed"}) from exc
+            if prior is not None:
+                return _replay(prior, request)
+        if users or orders:
+            self.world.adopt(trial, users, orders)
+        return result
+
+
+
+def _refusal(name: str, args: dict[str, Any], reason: str, message: str) -> ToolCallResult:
+    obs = ToolObservation(tool=name, args=dict(args), ok=False, error_code="ineligible_action",
+                          error_message=f"{message} [{reason}]")
+    return ToolCallResult(observation=obs, reason=reason)
+
+
+def _replay(prior: LedgerEntry, request: str) -> ToolCallResult:
+    if prior.request != request:
+        raise ToolError("the idempotency key was already used for a different write",
+                        details={"reason": "idempotency_key_reused", "tool": prior.tool})
+    return prior.outcome.model_copy(update={"replayed": True})
