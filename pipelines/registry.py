@@ -131,7 +131,8 @@ def _monolithic(s: MonolithicConfig, p: Parts) -> Any:
     from pipelines.domains.support import build_support_domain
 
     settings = MonolithicSettings(max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed)
-    return MonolithicPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings)
+    return MonolithicPipeline(build_support_domain(), p.models, p.tools, p.guardrails, settings=settings,
+                              counters=p.counters)
 
 
 def _dr(s: DRConfig, p: Parts) -> Any:

@@ -120,23 +120,28 @@ def _names(text: str) -> list[str]:
 def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
     """The W1 call of the tandem turn for ``text`` (a first turn) in this variant, and its stream."""
     tags, segments, parallel, lead = VARIANTS[variant]
+    from pipelines.core.kernels import tables_holder
+    from pipelines.core.perception import Perception
+    from pipelines.counters import Counters
     from pipelines.domains import load_domain
-    from pipelines.tandem.perception import Perception
-    from pipelines.tandem.prompts import orchestrator_head, perception_messages
+    from pipelines.sgc.snapshot import Snapshot
+    from pipelines.tandem.decide import allowed_labels, w1_config
+    from pipelines.tandem.prompts import narration_messages, orchestrator_head, perception_messages
     from pipelines.tandem.settings import TandemSettings
 
     settings = TandemSettings(w1_tags=tags, w1_segments=segments, w1_parallel_narration=parallel,
                               w1_narration_lead_ms=lead)
     domain = load_domain("support")
+    labels = allowed_labels(domain, text)
 
     class Timed(Perception):
-        """The tandem W1 with Φ replaced by a note of when the labels closed, and the narration's chunks
-        kept with their times (from the W1 start)."""
+        """The tandem W1 with a note of when the labels closed, and the narration's chunks kept with their
+        times (from the W1 start)."""
 
         t0 = 0.0
 
-        def _on_sub_intent(self, ev: Any, t0: float) -> None:
-            self.labels_at = (ev.intent, ev.sub_intent, round((time.perf_counter() - t0) * 1000, 1))
+        def _on_sub_intent(self, ev: Any) -> None:
+            self.labels_at = (ev.intent, ev.sub_intent, round((time.perf_counter() - self.t0) * 1000, 1))
 
         def _narration_alone(self, call: Any, user_text: str) -> Any:
             inner = super()._narration_alone(call, user_text)
@@ -148,22 +153,22 @@ def build_call(variant: str, text: str, client: Any = None) -> tuple[Any, Any]:
             self.chunks: list[tuple[float, str]] = []
             return kept()
 
+    gate = None
     if parallel:  # the turn's own W1 code runs, with the default narration gate (the pack's completion)
-        from pipelines.counters import Counters
         from pipelines.gate import NarrationJudge, SentenceGate
 
         judge = NarrationJudge(_names(text), completion=domain.texts.narration_completion)
         gate = SentenceGate([judge], Counters(), lambda *a, **k: None, stage="narration", safe=domain.texts.safe_ack)
-        p: Any = Timed(domain, client, None, settings, snapshot={}, caller=None,  # type: ignore[arg-type]
-                       gate=gate, counters=Counters(), emit=lambda *a, **k: None)
-    else:
-        p = Perception(domain, client, None, settings, snapshot={}, caller=None,  # type: ignore[arg-type]
-                       gate=None, counters=None, emit=lambda *a, **k: None)
+    p: Any = (Timed if parallel else Perception)(
+        client, w1_config(settings), labels=labels, tools=domain.registry.names(),
+        phi=tables_holder(domain).active.phi, snapshot=Snapshot.of({}), counters=Counters(),
+        emit=lambda *a, **k: None, prefix="tandem", dispatch=lambda step: None, gate=gate,
+        safe_ack=domain.texts.safe_ack, narration=narration_messages)
     messages = perception_messages(orchestrator_head(domain, settings.tags), [], text)
-    call, labels = p.call(messages, text)
+    call = p.call(messages)
 
     def stream() -> Any:
-        return p._segments(call, labels) if segments else client.stream("orchestrator", call)
+        return p._segments(call) if segments else client.stream("orchestrator", call)
 
     if parallel:
         return call, (p, labels, text)
@@ -181,7 +186,7 @@ async def one_parallel(call: Any, meta: Any) -> dict[str, Any]:
                            "visible_live_ms": None, "intent": None, "sub_intent": None, "error": None}
     p.t0 = t0 = time.perf_counter()
     try:
-        async for delta in p._parallel(call, labels, SentenceSplitter(), t0, text):
+        async for delta in p._parallel(call, SentenceSplitter(), text):
             if delta.text.strip() and out["visible_live_ms"] is None:
                 out["visible_live_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         out["intent"], out["sub_intent"], out["dispatch_ms"] = p.labels_at

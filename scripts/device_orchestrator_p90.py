@@ -35,7 +35,7 @@ Two more experiments follow on the async_fi engine (``--experiments``, companion
                    (--priority-max-num-seqs): the first call at priority -1, later calls at 0,
                    on an fcfs engine and on a priority-scheduled one; first-call TTFT p50/p90
 
-The decision schema is ``pipelines.annex.dr.decisions.decision_schema`` over the support domain's
+The decision schema is the dr rung's (``pipelines.core.decisions.decision_schema``) over the support domain's
 tools when this repository is importable (run from the repo root), otherwise a small inline
 schema of the same shape (anyOf of const-discriminated branches).
 

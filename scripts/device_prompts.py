@@ -69,7 +69,7 @@ HISTORY = [
 
 
 def _inline_schema() -> tuple[dict[str, Any], list[str]]:
-    """A small schema of the same shape as pipelines.annex.dr.decisions.decision_schema."""
+    """A small schema of the same shape as the dr rung's pipelines.core.decisions.decision_schema."""
 
     def obj(props: dict[str, Any]) -> dict[str, Any]:
         return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
@@ -101,20 +101,29 @@ def decision_schema_and_tools() -> tuple[dict[str, Any], list[str], str]:
     """(schema, tool signatures, source): the repo's schema when importable, else the inline one."""
     try:
         sys.path.insert(0, str(REPO))
-        from pipelines.annex.dr.decisions import decision_schema
-        from pipelines.core.outcome import OPEN_TOOLS, PRIVATE_READS
+        from pipelines.core.decisions import Offer, clean_schema, decision_schema
         from pipelines.domains.support import build_support_domain
+        from pipelines.schema_bounds import bound_schema
 
         d = build_support_domain()
-        names = list(OPEN_TOOLS) + list(PRIVATE_READS) + sorted(d.lookup_tools)
-        tools = {n: d.registry.get(n).args_schema() for n in names if n in d.registry.tools}
-        cards = [(c.id, c.required_params, d.registry.get(c.tool).args_schema())
-                 for c in d.cards if c.kind == "write"]
+        names = list(d.open_reads) + list(d.private_reads) + sorted(d.lookup_tools)
+        tools = {n: bound_schema(clean_schema(d.registry.get(n).args_schema())) for n in names
+                 if n in d.registry.tools}
         ids = ["#W1000001", "#W1000002", "#W1000003", "#W2000001", "#W2000002", "#W2000003"]
-        schema = decision_schema(tools, cards, ids)
+        cards = {}
+        for c in d.cards:
+            if c.kind != "write":
+                continue
+            full = clean_schema(d.registry.get(c.tool).args_schema())
+            props = {p: full["properties"][p] for p in c.required_params}
+            if "order_id" in props:
+                props["order_id"] = {"enum": ids}
+            cards[c.id] = (c, bound_schema({"type": "object", "properties": props, "required": list(props),
+                                            "additionalProperties": False}))
+        schema = decision_schema(Offer(tools=tools, cards=cards, select_ids=ids, clarify_free=True, open=True))
         sigs = [f"{n}({', '.join(s.get('properties', {}))})" for n, s in sorted(tools.items())]
-        sigs += [f"{cid}({', '.join(p)})" for cid, p, _ in cards]
-        return schema, sigs, "pipelines.annex.dr.decisions.decision_schema"
+        sigs += [f"{cid}({', '.join(c.required_params)})" for cid, (c, _) in cards.items()]
+        return schema, sigs, "pipelines.core.decisions.decision_schema (the dr rung's offer)"
     except Exception as exc:  # not run from the repo, or its dependencies are missing
         schema, sigs = _inline_schema()
         return schema, sigs, f"inline ({type(exc).__name__})"

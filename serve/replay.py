@@ -3,10 +3,11 @@
 * ``dr`` turns: the orchestrator's decisions are re-run against the logged model
   outputs and tool observations (:func:`pipelines.annex.dr.replay.replay_turn`).
 * ``tandem`` turns: every Φ lookup is re-run on its logged snapshot and every orchestrator
-  step's logged output is re-parsed against its logged offer (:mod:`pipelines.tandem.replay`).
+  step's logged output is re-parsed against its logged offer
+  (:func:`pipelines.core.replay.replay_decisions`).
 * ``sgc_full`` and ``tandem`` turns: every W3 guidance pick is re-run from the stored
   ``answer.meta`` records with the session's seed and compared byte for byte
-  (:func:`pipelines.annex.sgc_ladder.replay_w3`).
+  (:func:`pipelines.core.replay.replay_w3`).
 
 Reads the turns from the configured session store and the events from the
 telemetry directory (JSON lines). Exit code 0 when every decision is identical.
@@ -77,18 +78,18 @@ async def replay_session(session_id: str, store: Any, telemetry: Path,
     tandem = [t for t in turns if t.pipeline == "tandem"]
     domain = next((t.meta["tandem"].get("domain") for t in tandem if isinstance(t.meta.get("tandem"), dict)), None)
     if tandem:
+        from pipelines.core.replay import replay_decisions
         from pipelines.domains import domain_module
-        from pipelines.tandem.replay import replay_turn as replay_tandem
 
         tables = domain_module(domain or "support").load_rule_tables()
         for t in tandem:
-            rep = replay_tandem(events.get(t.turn_id, []), tables.phi)
+            rep = replay_decisions(events.get(t.turn_id, []), tables.phi)
             if rep.decisions:
                 rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "tandem", "identical": rep.identical,
                              "decisions": rep.decisions, "detail": "; ".join(rep.mismatches[:3])})
     sgc = [t for t in turns if t.meta.get("w3")]
     if sgc:
-        from pipelines.annex.sgc_ladder import replay_w3
+        from pipelines.core.replay import replay_w3
         from pipelines.domains import domain_module, load_domain
 
         name = domain or "coach"

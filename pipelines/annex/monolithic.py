@@ -13,20 +13,21 @@ for turn. It never executes a write.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from pipelines.annex.dr.state import META_KEY, load_facts
+from pipelines.core.domain import Domain
+from pipelines.core.generate import reply_deltas
 from pipelines.core.ports import Guardrails, ToolRunner
-from pipelines.domains.support.observations import summarize_result
+from pipelines.core.prologue import open_turn
+from pipelines.core.state import TurnState
+from pipelines.counters import Counters
 from pipelines.events import EscalationEvent, ReplyDelta
 from pipelines.guardrails import LocalGuardrails
 from pipelines.guardrails.ids import extract_ids
-from pipelines.guardrails.pii import Vault
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient
-from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
 
 __all__ = ["MonolithicSettings", "MonolithicPipeline"]
@@ -53,23 +54,15 @@ class MonolithicPipeline:
 
     name = "monolithic"
 
-    def __init__(
-        self,
-        domain: Any,
-        models: ModelClient,
-        tools: ToolRunner,
-        guardrails: Guardrails | None = None,
-        *,
-        settings: MonolithicSettings | None = None,
-    ) -> None:
-        self.domain = domain
-        self.models = models
-        self.tools = tools
+    def __init__(self, domain: Domain, models: ModelClient, tools: ToolRunner, guardrails: Guardrails | None = None,
+                 *, settings: MonolithicSettings | None = None, counters: Counters | None = None) -> None:
+        self.domain, self.models, self.tools = domain, models, tools
         self.guardrails: Guardrails = guardrails or LocalGuardrails()
-        self.settings = settings or MonolithicSettings()
+        self.settings, self.counters = settings or MonolithicSettings(), counters or Counters()
 
-    async def _prefetch(self, ctx: TurnContext, facts: Any, vault: Vault, text: str) -> list[str]:
+    async def _prefetch(self, st: TurnState, facts: Any, text: str) -> list[str]:
         """Context lines (redacted): lookup by email, the user's record and orders, help articles."""
+        ctx, vault = st.ctx, st.vault
         lines: list[str] = []
         calls: list[dict[str, Any]] = []
 
@@ -89,18 +82,17 @@ class MonolithicPipeline:
         if uid:
             user = await call("get_user_details", {"user_id": uid})
             if user:
-                lines.append("user: " + summarize_result("get_user_details", vault.redact_obj(user)))
+                lines.append("user: " + self.domain.summarize("get_user_details", vault.redact_obj(user)))
                 wanted = extract_ids(text).get("order", set()) & set(user["orders"])
                 for oid in (sorted(wanted) or list(user["orders"]))[: self.settings.max_orders]:
                     order = await call("get_order_details", {"order_id": oid})
                     if order:
-                        lines.append("order: " + summarize_result("get_order_details", vault.redact_obj(order)))
+                        lines.append("order: " + self.domain.summarize("get_order_details", vault.redact_obj(order)))
         search = getattr(self.domain, "search_help", None)
         if search is not None:
             _, hits = search(text, self.settings.help_articles)
             lines += [f"help [{h.id}] {h.title}: {h.body[:240]}" for h in hits]
-        ctx.sink.emit("mono.context", turn_id=ctx.turn_id, calls=calls, lines=len(lines),
-                      authenticated_user_id=facts.authenticated_user_id)
+        st.emit("mono.context", calls=calls, lines=len(lines), authenticated_user_id=facts.authenticated_user_id)
         return lines
 
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
@@ -108,19 +100,16 @@ class MonolithicPipeline:
         facts = load_facts(ctx.history)
         facts.pending_action = None
         ctx.meta[META_KEY] = {"facts": facts.to_meta()}
-        pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
-        ctx.rules_version = pre.rules_version
-        vault = Vault.from_entries(pre.vault)
-        ctx.sink.emit("mono.pre_guard", turn_id=ctx.turn_id, **pre.summary())
+        st = await open_turn(ctx, self.guardrails, self.counters, pipeline=self.name, prefix="mono")
+        pre, vault = st.pre, st.vault
         if pre.route is not None:
             yield EscalationEvent(reason_code=pre.route, message=s.handoff_message)
             yield ReplyDelta(text=s.handoff_message)
             ctx.meta[META_KEY] = {"facts": facts.to_meta(), "path": "escalate", "escalation": pre.route}
             return
         facts.mention(pre.text)
-        t0 = time.perf_counter()
-        lines = await self._prefetch(ctx, facts, vault, pre.text)
-        ctx.stage_ms["prefetch"] = (time.perf_counter() - t0) * 1000
+        with st.timed("prefetch"):
+            lines = await self._prefetch(st, facts, pre.text)
         messages = [ChatMessage(role="system", content=_SYSTEM + "\nContext:\n" + ("\n".join(lines) or "none"))]
         turns = ctx.history[-s.history_turns:] if s.history_turns else []
         for turn, red in zip(turns, pre.history[-len(turns):] if turns else [], strict=True):
@@ -130,15 +119,8 @@ class MonolithicPipeline:
         messages.append(ChatMessage(role="user", content=pre.text))
         messages = [ChatMessage(role=m.role, content=vault.redact(m.content)) for m in messages]
         call = ModelCall(messages=messages, max_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed)
-        t1 = time.perf_counter()
-        n = 0
-        with stage_span("generate", role="generator", turn_id=ctx.turn_id):
-            async for delta in self.models.stream("generator", call):
-                if delta:
-                    n += 1
-                    yield ReplyDelta(text=delta)
-        ctx.stage_ms["generate"] = (time.perf_counter() - t1) * 1000
-        ctx.sink.emit("stage.generate", turn_id=ctx.turn_id, role="generator", deltas=n,
-                      prompt_chars=len(json.dumps([m.content for m in messages])))
+        async for delta in reply_deltas(ctx, self.models, call,
+                                        prompt_chars=len(json.dumps([m.content for m in messages]))):
+            yield delta
         facts.vault_ids = vault.ids()
         ctx.meta[META_KEY] = {"facts": facts.to_meta(), "path": "answer", "rules_version": pre.rules_version}

@@ -5,13 +5,12 @@ The first ablation baseline: everything else in Tandem is measured against it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from pipelines.core.generate import reply_deltas
 from pipelines.events import ReplyDelta
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient, TurnRecord
-from pipelines.telemetry import stage_span
 from pipelines.turn import TurnContext
 
 __all__ = ["PromptingSettings", "PromptingPipeline", "history_messages"]
@@ -54,15 +53,7 @@ class PromptingPipeline:
 
     async def run(self, ctx: TurnContext) -> AsyncIterator[ReplyDelta]:
         call = self.build_call(ctx)
-        t0 = time.perf_counter()
-        n = 0
-        with stage_span("generate", role="generator", turn_id=ctx.turn_id):
-            async for delta in self.models.stream("generator", call):
-                if delta:
-                    n += 1
-                    yield ReplyDelta(text=delta)
-        ctx.stage_ms["generate"] = (time.perf_counter() - t0) * 1000
         # the model input's shape is recorded, so a turn shows that its history reached the model
-        ctx.sink.emit("stage.generate", turn_id=ctx.turn_id, role="generator", deltas=n,
-                      messages=len(call.messages), history_turns=len(ctx.history),
-                      ms=round(ctx.stage_ms["generate"], 3))
+        async for delta in reply_deltas(ctx, self.models, call, messages=len(call.messages),
+                                        history_turns=len(ctx.history)):
+            yield delta

@@ -136,6 +136,7 @@ class ForwardContract(_Contract):
     escalation_reason: str | None = None
     fallback: Fallback | None = None
     placeholders: list[str] = Field(default_factory=list)
+    narration: str = Field("", description="W1's narration: what the user was told first (it passed its own gate).")
     c1: dict[str, Any] | None = Field(None, description="W1: the perceived intent and sub-intent.")
     c2: dict[str, Any] | None = Field(None, description="W2: graded conflicts and the paragraph plan.")
     c3: dict[str, Any] | None = Field(None, description="W3: the guidance pick (id, type, text).")
@@ -143,7 +144,8 @@ class ForwardContract(_Contract):
     def _grounded(self) -> dict[str, Any]:
         return self.model_dump(
             mode="json",
-            exclude={"user_request", "clarify_question", "turn_id", "version", "locale", "fallback", "c1", "c3"},
+            exclude={"user_request", "clarify_question", "turn_id", "version", "locale", "fallback", "c1", "c3",
+                     "narration"},
         )
 
     def allowed_ids(self) -> set[str]:

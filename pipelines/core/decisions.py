@@ -1,5 +1,15 @@
 """What the orchestrator may decide this step: the offer, its decoding schema, and the parser.
 
+One step = one JSON object whose ``"decision"`` field discriminates::
+
+    {"decision": "<read tool>", "args": {...}}             a typed read-tool call
+    {"decision": "respond"}                                 answer from what is known
+    {"decision": "clarify", "about": "<kind>"}              ask for what is missing (the pack's question)
+    {"decision": "clarify", "question": "..."}              ... or in the model's words (``clarify_free``)
+    {"decision": "select", "entity_id": "<id>" | null}      the user's record meant (null: ask which)
+    {"decision": "action", "card_id": "<card>", "params": {...}}   propose a change
+    {"decision": "escalate", "reason_code": "<code>"}       hand over to a person
+
 :func:`build_offer` reads the domain's gating and the session's grounded
 candidates: a read tool is offered when every required argument has a candidate
 of its kind (each argument an enum of them); a write card is offered when the
@@ -7,7 +17,9 @@ perceived intent may offer it and every required parameter has a candidate;
 the kinds a card lacks become what ``clarify`` may ask ``about``. So an invented
 argument, an unrequested card or a free-text question cannot be decoded at all.
 :func:`decision_schema` is the union of the offer; :func:`parse_decision`
-reads one step back and re-checks membership (the backend never trusts decoding).
+reads one step back and re-checks it against the offer (the backend never trusts
+decoding) — or, for an ``open`` offer (the ``dr`` rung, whose mid-guard judges every
+decision), by its shape alone.
 """
 
 from __future__ import annotations
@@ -16,20 +28,27 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.domain import TurnFacts
+from pipelines.core.domain import TurnFacts
 from pipelines.grounding import constrain_args
 from pipelines.schema_bounds import bound_schema
 
-__all__ = ["REASON_CODES", "clean_schema", "Offer", "build_offer", "record_orders", "decision_schema", "parse_decision",
-           "DecisionError"]
+__all__ = ["REASON_CODES", "TERMINALS", "MAX_QUESTION_CHARS", "clean_schema", "Offer", "build_offer",
+           "owned_records", "decision_schema", "parse_decision", "DecisionError"]
 
 REASON_CODES: tuple[str, ...] = (
     "user_requested_human", "safety_sensitive", "out_of_scope", "policy_exception", "technical_issue",
 )
+#: The decisions that end a step loop (any other decision names a read tool).
+TERMINALS: tuple[str, ...] = ("respond", "clarify", "select", "action", "escalate")
+MAX_QUESTION_CHARS = 160
 
 
 class DecisionError(ValueError):
-    """The output is not one offered decision."""
+    """The output is not one offered decision (``detail`` says why)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 @dataclass
@@ -43,6 +62,11 @@ class Offer:
     respond: bool = True
     select: bool = True
     escalate: bool = True
+    clarify_free: bool = False
+    """``clarify`` carries a question in the model's words (bounded) instead of a kind to ask ``about``."""
+    open: bool = False
+    """Decisions are parsed by their shape alone: a tool or card not offered, or an entity not selectable,
+    is left to the caller's mid-guard (the ``dr`` rung's second guardrail ring)."""
 
     def proposal(self) -> Offer:
         """Φ's ``propose``: the change was asked for and its entity is known, so the only decision left
@@ -54,7 +78,17 @@ class Offer:
         """What was offered, by name (logged with each step; enough to re-parse the step's output)."""
         return {"tools": sorted(self.tools), "cards": sorted(self.cards), "clarify": list(self.clarify),
                 "select": list(self.select_ids), "respond": self.respond, "select_allowed": self.select,
-                "escalate": self.escalate}
+                "escalate": self.escalate, "clarify_free": self.clarify_free, "open": self.open}
+
+    @classmethod
+    def of_summary(cls, summary: dict[str, Any]) -> Offer:
+        """The offer a logged :meth:`summary` describes (enough to re-parse a step's output)."""
+        return cls(tools={t: {} for t in summary.get("tools", [])},
+                   cards={c: (None, {}) for c in summary.get("cards", [])},
+                   clarify=list(summary.get("clarify", [])), select_ids=list(summary.get("select", [])),
+                   respond=bool(summary.get("respond", True)), select=bool(summary.get("select_allowed", True)),
+                   escalate=bool(summary.get("escalate", True)), clarify_free=bool(summary.get("clarify_free")),
+                   open=bool(summary.get("open")))
 
 
 _DROP = frozenset(
@@ -79,10 +113,13 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return walk(schema)
 
 
-def record_orders(facts: TurnFacts) -> list[str]:
-    """The orders observed in the verified user's own records, in the order seen (the selectable ones)."""
+def owned_records(facts: TurnFacts, kind: str | None) -> list[str]:
+    """The values of ``kind`` observed in the verified user's own records, in the order seen (the selectable
+    entities: the pack's ``entity_kind``, e.g. the user's orders)."""
+    if not kind:
+        return []
     cands = facts.candidates
-    return [i for i in cands.of("order_id") if cands.source_of("order_id", i) == "record"]
+    return [i for i in cands.of(kind) if cands.source_of(kind, i) == "record"]
 
 
 def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) -> Offer:
@@ -110,7 +147,7 @@ def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) 
         offer.cards[card.id] = (card, bound_schema(schema))
     topics = [domain.clarify_key(k) for k in missing]
     offer.clarify = list(dict.fromkeys([t for t in topics if t] + ["details"]))
-    offer.select_ids = record_orders(facts)
+    offer.select_ids = owned_records(facts, domain.entity_kind)
     return offer
 
 
@@ -126,7 +163,10 @@ def decision_schema(offer: Offer) -> dict[str, Any]:
     branches += [_obj({"decision": {"const": n}, "args": s}) for n, s in sorted(offer.tools.items())]
     if offer.respond:
         branches.append(_obj({"decision": {"const": "respond"}}))
-    if offer.clarify:
+    if offer.clarify_free:
+        branches.append(_obj({"decision": {"const": "clarify"},
+                              "question": {"type": "string", "maxLength": MAX_QUESTION_CHARS}}))
+    elif offer.clarify:
         branches.append(_obj({"decision": {"const": "clarify"}, "about": {"enum": list(offer.clarify)}}))
     if offer.select:
         entity: dict[str, Any] = ({"anyOf": [{"enum": list(offer.select_ids)}, {"type": "null"}]}
@@ -137,36 +177,61 @@ def decision_schema(offer: Offer) -> dict[str, Any]:
     return {"anyOf": branches}
 
 
+#: The fields of each decision besides ``decision`` (a read tool's are "tool"'s); ``args``, ``params`` and a
+#: clarify's ``about`` may be left out.
+_FIELDS: dict[str, tuple[str, ...]] = {"tool": ("args",), "respond": (), "clarify": (), "select": ("entity_id",),
+                                       "action": ("card_id", "params"), "escalate": ("reason_code",)}
+_OPTIONAL = frozenset({"args", "params"})
+
+
 def parse_decision(raw: str, offer: Offer) -> dict[str, Any]:
     """One decision as a dict, re-checked against the offer; raises :class:`DecisionError`."""
     text = raw.strip()
     start = text.find("{")
+    if start < 0:
+        raise DecisionError("no JSON object in the output")
     try:
-        data, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as exc:
         raise DecisionError(f"invalid JSON: {exc.msg}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("decision"), str):
-        raise DecisionError("no decision")
+        raise DecisionError("the object has no string 'decision'")
     kind = data["decision"]
-    if kind in offer.tools:
+    fields = _FIELDS.get(kind, _FIELDS["tool"])
+    extra = sorted(set(data) - {"decision", *fields} - ({"about", "question"} if kind == "clarify" else set()))
+    if extra:
+        raise DecisionError(f"{kind}: unexpected {', '.join(extra)}")
+    missing = [f for f in fields if f not in data and f not in _OPTIONAL]
+    if missing:
+        raise DecisionError(f"{kind}: missing {', '.join(missing)}")
+    if kind in offer.tools or (offer.open and kind not in TERMINALS):
         if not isinstance(data.get("args", {}), dict):
             raise DecisionError(f"{kind}: args must be an object")
         return {"decision": kind, "args": dict(data.get("args", {}))}
     if kind == "respond" and offer.respond:
         return {"decision": "respond"}
+    if kind == "clarify" and offer.clarify_free:
+        question = data.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise DecisionError("clarify: the question is empty")
+        return {"decision": "clarify", "question": question}
     if kind == "clarify" and offer.clarify:
         about = data.get("about")
         return {"decision": "clarify", "about": about if about in offer.clarify else "details"}
     if kind == "select" and offer.select:
         eid = data.get("entity_id")
-        if eid is not None and eid not in offer.select_ids:
+        if eid is not None and not isinstance(eid, str):
+            raise DecisionError("select: entity_id must be a string or null")
+        if eid is not None and eid not in offer.select_ids and not offer.open:
             raise DecisionError(f"select: {eid!r} is not selectable")
         return {"decision": "select", "entity_id": eid}
     if kind == "action":
         cid = data.get("card_id")
-        if cid not in offer.cards or not isinstance(data.get("params"), dict):
+        if not isinstance(cid, str) or not isinstance(data.get("params", {}), dict):
+            raise DecisionError("action: card_id must be a string and params an object")
+        if cid not in offer.cards and not offer.open:
             raise DecisionError(f"action: card {cid!r} is not offered")
-        return {"decision": "action", "card_id": cid, "params": dict(data["params"])}
+        return {"decision": "action", "card_id": cid, "params": dict(data.get("params", {}))}
     if kind == "escalate" and offer.escalate:
         code = data.get("reason_code")
         if code not in REASON_CODES:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.core.contract import ObservationRecord
+from pipelines.core.domain import TurnFacts
 from pipelines.core.ports import ToolCallResult, ToolRunner, ToolSession
-from pipelines.domain import TurnFacts
 from pipelines.errors import TandemError
 from pipelines.guardrails.pii import Vault
 from pipelines.spans import tool_span

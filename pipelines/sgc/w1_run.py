@@ -23,6 +23,7 @@ from pipelines.sgc.config import TableConfig
 from pipelines.sgc.phi import PhiOutcome, PhiRow, PhiTable, phi_lookup
 from pipelines.sgc.snapshot import Snapshot
 from pipelines.sgc.w1 import (
+    LONG_TAGS,
     NarrationDelta,
     PerceptionEvent,
     PerceptionParser,
@@ -30,6 +31,7 @@ from pipelines.sgc.w1 import (
     PlanParsed,
     SubIntentParsed,
     ToolCall,
+    W1Tags,
 )
 
 __all__ = [
@@ -106,11 +108,12 @@ class PerceptionRun:
         live_version: int | None = None,
         on_dispatch: Callable[[DispatchTools], Any] | None = None,
         index: Mapping[tuple[str, str], PhiRow] | None = None,
+        tags: W1Tags = LONG_TAGS,
     ) -> None:
         self.table = table
         self.snapshot = snapshot
         self.counters = counters if counters is not None else FallThroughCounters()
-        self.parser = PerceptionParser(labels=labels, tools=tools)
+        self.parser = PerceptionParser(labels=labels, tools=tools, tags=tags)
         self._turn = turn
         self._live_version = live_version
         self._on_dispatch = on_dispatch

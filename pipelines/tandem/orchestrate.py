@@ -2,7 +2,7 @@
 
 ::
 
-    loop (≤ max_steps)   offer (decide.build_offer) → one structured-output call → parse → re-check
+    loop (≤ max_steps)   offer (core.decisions.build_offer) → one call (core.loop) → parse → re-check
         read tool        arguments grounded (backend re-check) → tool port → observation folded;
                          the same read with the same arguments again this turn (Φ's included)
                          ends the gathering: path answer, from what was observed
@@ -27,17 +27,16 @@ from typing import Any
 
 from pipelines.core.contract import EligibleAction
 from pipelines.core.decisions import (
-    DecisionError,
     Offer,
     build_offer,
     decision_schema,
-    parse_decision,
 )
+from pipelines.core.domain import TurnFacts
 from pipelines.core.fallback import Stop, fallback
+from pipelines.core.loop import run_steps
 from pipelines.core.outcome import Outcome
 from pipelines.core.tools import ToolCaller
-from pipelines.domain import TurnFacts
-from pipelines.errors import ModelTimeout, TandemError, UpstreamError
+from pipelines.errors import TandemError
 from pipelines.grounding import ungrounded
 from pipelines.guardrails.ids import walk_strings
 from pipelines.guardrails.pii import PLACEHOLDER_RE, Vault
@@ -65,20 +64,6 @@ class Orchestrator:
         self.domain, self.models, self.s, self.facts = domain, models, settings, facts
         self.caller, self.vault, self.counters, self.emit, self.turn_id = caller, vault, counters, emit, turn_id
 
-    # -- model calls -----------------------------------------------------------------------
-
-    async def _complete(self, call: ModelCall) -> str:
-        chunks: list[str] = []
-        try:
-            async with asyncio.timeout(self.s.model_timeout_s):
-                async for delta in self.models.stream("orchestrator", call):
-                    chunks.append(delta)
-        except (ModelTimeout, TimeoutError) as exc:
-            raise Stop(fallback("model_timeout", "orchestrator")) from exc
-        except UpstreamError as exc:
-            raise Stop(fallback("model_error", exc.code)) from exc
-        return "".join(chunks)
-
     def _block(self, step: int, kind: str, detail: str) -> None:
         self.counters.guard("mid", "block")
         self.counters.blocked(kind)
@@ -88,54 +73,15 @@ class Orchestrator:
 
     async def run(self, w1_messages: list[ChatMessage], w1_raw: str, intent: str, sub_intent: str, *,
                   propose: bool = False) -> Outcome:
-        """The decision; never raises for model, tool or guard failures (they fall back).
+        """The decision: the core's loop (:func:`pipelines.core.loop.run_steps`) over the grounded offer.
 
         ``propose`` (Φ's ``then: propose``): one step that may only fill the intent's card,
         ask for what it misses, or escalate; with no card fillable, the clarify needs no model.
+        Raises :class:`~pipelines.core.fallback.Stop` for model, tool and guard failures.
         """
-        steps: list[tuple[str, str]] = []
-        seen = 0
-        for step in range(1, (1 if propose else self.s.max_steps) + 1):
-            offer = build_offer(self.domain, self.facts, intent=intent, sub_intent=sub_intent)
-            if propose:
-                offer = offer.proposal()
-                if not offer.cards:
-                    about = offer.clarify[0] if offer.clarify else "details"
-                    self.emit("tandem.step", step=step, raw="", offer=offer.summary(),
-                              decision={"decision": "clarify", "about": about}, error=None)
-                    return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), steps=0)
-            new = self.facts.observations[seen:]
-            seen = len(self.facts.observations)
-            lines = [observation_line(seen - len(new) + i + 1, o) for i, o in enumerate(new)]
-            user = ("Observations:\n" + "\n".join(lines) if lines else "No new observations.") + "\nDecide."
-            steps.append((user, ""))
-            call = ModelCall(messages=step_messages(w1_messages, w1_raw, steps), max_tokens=self.s.orchestrator_max_tokens,
-                             temperature=0.0, seed=self.s.seed, priority=self.s.later_call_priority,
-                             structured_output=StructuredOutput(kind="json", spec=decision_schema(offer)))
-            raw = await self._complete(call)
-            steps[-1] = (user, raw.strip())
-            try:
-                d = parse_decision(raw, offer)
-            except DecisionError as exc:
-                self.emit("tandem.step", step=step, raw=raw, offer=offer.summary(), decision=None, error=str(exc))
-                self._block(step, "malformed_output", str(exc))
-                raise Stop(fallback("malformed_output", str(exc))) from exc
-            self.emit("tandem.step", step=step, raw=raw, offer=offer.summary(), decision=d, error=None)
-            if self.counters is not None and step == 1:
-                self.counters.dispatch("orchestrator")
-            if d["decision"] in offer.tools:
-                if self._repeats(d["decision"], d["args"]):
-                    # The same read with the same arguments adds nothing: gathering is over, answer
-                    # from what was observed (never a step spent, or a step cap reached, on a repeat).
-                    self.emit("tandem.repeat_read", step=step, tool=d["decision"],
-                              args=self.vault.redact_obj(dict(d["args"])))
-                    return Outcome(path="answer", steps=step)
-                await self._tool(step, d["decision"], d["args"])
-                continue
-            out = await self._terminal(step, d, offer, intent, sub_intent)
-            out.steps = step
-            return out
-        raise Stop(fallback("step_cap", f"{self.s.max_steps} steps"))
+        steps = _GroundedSteps(self, w1_messages, w1_raw, intent, sub_intent, propose=propose)
+        return await run_steps(steps, self.models, max_steps=1 if propose else self.s.max_steps,
+                               timeout_s=self.s.model_timeout_s, emit=self.emit)
 
     def _repeats(self, name: str, args: dict[str, Any]) -> bool:
         """This turn already ran ``name`` with these arguments (Φ's dispatch included)."""
@@ -166,14 +112,16 @@ class Orchestrator:
         return await self.action(step, d["card_id"], d["params"], offer, intent, sub_intent)
 
     def choose(self, options: list[str]) -> Outcome:
+        """Ask which of the user's records a change means (the pack's ``entity_kind``)."""
         if len(options) < 2:
-            return Outcome(path="clarify", clarify_question=self.domain.texts.question("order"))
+            about = self.domain.clarify_key(self.domain.entity_kind or "") or "details"
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question(about))
         q = self.domain.texts.question("choose", options=", ".join(options))
         return Outcome(path="clarify", clarify_question=q, clarify_options=list(options))
 
     async def escalate(self, reason_code: str) -> Outcome:
         """Hand over to a person: the transfer tool runs if the domain has one; its failure never blocks."""
-        tool = getattr(self.domain, "transfer_tool", None)
+        tool = self.domain.transfer_tool
         if tool and tool in self.domain.registry.tools:
             args = {"summary": (self.facts.user_text or "user asked for help")[:200],
                     "reason_code": self.domain.transfer_reasons.get(reason_code, "other")}
@@ -204,14 +152,15 @@ class Orchestrator:
             kinds = self.domain.arg_kinds(card.tool)
             about = self.domain.clarify_key(kinds.get(bad[0][0], "")) or "details"
             return Outcome(path="clarify", clarify_question=self.domain.texts.question(about))
-        order_id = args.get("order_id")
+        kind = self.domain.entity_kind
+        entity = args.get(kind) if kind else None
         options = offer.select_ids
-        if (isinstance(order_id, str) and self.facts.candidates.source_of("order_id", order_id) == "record"
-                and order_id not in self.domain.extract_candidates(self.facts.user_text).get("order_id", [])
-                and len(options) > 1):
+        if (isinstance(entity, str) and self.facts.candidates.source_of(kind, entity) == "record"
+                and entity not in self.domain.extract_candidates(self.facts.user_text).get(kind or "", [])
+                and len(options) > 1):  # one of the user's several records, and not the one they named
             self.counters.blocked("ambiguous_entity")
             self.emit("tandem.guard", stage="mid", step=step, decision="clarify", violation="ambiguous_entity",
-                      detail=order_id)
+                      detail=entity)
             return self.choose(options)
         try:
             async with asyncio.timeout(self.s.tool_timeout_s):
@@ -223,7 +172,7 @@ class Orchestrator:
         self.emit("tandem.precheck", step=step, card_id=card.id, tool=card.tool, args=args, reason=reason)
         if reason not in (None, "not_confirmed"):
             self.counters.blocked("ineligible_action")
-            self.facts.refusals.append({"card_id": card.id, "reason": reason, "order_id": order_id})
+            self.facts.refusals.append({"card_id": card.id, "reason": reason, "entity": entity})
             return Outcome(path="answer", card_id=None, card_title=card.title, card_params=args)
         self.counters.guard("mid", "pass")
         pids = sorted({m.group(0) for s in walk_strings(args) for m in PLACEHOLDER_RE.finditer(s)})
@@ -258,10 +207,69 @@ class Orchestrator:
         if not record.ok:
             self.counters.write("refused")
             self.counters.blocked("ineligible_action")
+            kind = self.domain.entity_kind
             self.facts.refusals.append({"card_id": pending["card_id"], "reason": record.reason,
-                                        "order_id": args.get("order_id")})
+                                        "entity": args.get(kind) if kind else None})
             return Outcome(path="answer", card_title=pending["title"], card_params=args)
         self.counters.write("executed")
         executed = EligibleAction(card_id=pending["card_id"], title=pending["title"], tool=pending["tool"],
                                   params=args, status="executed")
         return Outcome(path="answer", executed=executed)
+
+
+class _GroundedSteps:
+    """The tandem turn's parts of the one loop: the grounded offer, the append-only prompt, the checks."""
+
+    prefix = "tandem"
+
+    def __init__(self, orch: Orchestrator, w1_messages: list[ChatMessage], w1_raw: str, intent: str,
+                 sub_intent: str, *, propose: bool) -> None:
+        self.o, self.w1_messages, self.w1_raw = orch, w1_messages, w1_raw
+        self.intent, self.sub_intent, self.propose = intent, sub_intent, propose
+        self.steps: list[tuple[str, str]] = []
+        self.seen = 0
+
+    def offer(self, step: int) -> Offer:
+        offer = build_offer(self.o.domain, self.o.facts, intent=self.intent, sub_intent=self.sub_intent)
+        return offer.proposal() if self.propose else offer
+
+    def early(self, step: int, offer: Offer) -> Outcome | None:
+        if not self.propose or offer.cards:
+            return None
+        about = offer.clarify[0] if offer.clarify else "details"
+        self.o.emit("tandem.step", step=step, raw="", offer=offer.summary(),
+                    decision={"decision": "clarify", "about": about}, error=None)
+        return Outcome(path="clarify", clarify_question=self.o.domain.texts.question(about), steps=0)
+
+    def call(self, step: int, offer: Offer) -> ModelCall:
+        facts, s = self.o.facts, self.o.s
+        new = facts.observations[self.seen:]
+        self.seen = len(facts.observations)
+        lines = [observation_line(self.seen - len(new) + i + 1, o) for i, o in enumerate(new)]
+        self.steps.append((("Observations:\n" + "\n".join(lines) if lines else "No new observations.") + "\nDecide.",
+                           ""))
+        return ModelCall(messages=step_messages(self.w1_messages, self.w1_raw, self.steps),
+                         max_tokens=s.orchestrator_max_tokens, temperature=0.0, seed=s.seed,
+                         priority=s.later_call_priority,
+                         structured_output=StructuredOutput(kind="json", spec=decision_schema(offer)))
+
+    def reject(self, step: int, kind: str, detail: str) -> None:
+        self.o._block(step, kind, detail)
+
+    def decided(self, step: int, raw: str) -> None:
+        self.steps[-1] = (self.steps[-1][0], raw.strip())
+        if step == 1:
+            self.o.counters.dispatch("orchestrator")
+
+    async def read(self, step: int, decision: dict[str, Any]) -> Outcome | None:
+        name, args = decision["decision"], decision["args"]
+        if self.o._repeats(name, args):
+            # The same read with the same arguments adds nothing: gathering is over, answer from what was
+            # observed (never a step spent, or a step cap reached, on a repeat).
+            self.o.emit("tandem.repeat_read", step=step, tool=name, args=self.o.vault.redact_obj(dict(args)))
+            return Outcome(path="answer")
+        await self.o._tool(step, name, args)
+        return None
+
+    async def terminal(self, step: int, decision: dict[str, Any], offer: Offer) -> Outcome:
+        return await self.o._terminal(step, decision, offer, self.intent, self.sub_intent)

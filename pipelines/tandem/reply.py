@@ -17,22 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.core.contract import EligibleAction, ForwardContract, SourceRef
+from pipelines.core.contract import (
+    EligibleAction,
+    ForwardContract,
+    ObservationRecord,
+    SourceRef,
+    task_state,
+)
+from pipelines.core.domain import DomainTexts, TurnFacts
 from pipelines.core.outcome import Outcome
-from pipelines.domain import DomainTexts, TurnFacts
 from pipelines.guardrails.pii import Vault
 
 __all__ = ["build_contract", "template_reply", "generator_facts", "instruction"]
-
-
-def _task_state(outcome: Outcome, verified: bool) -> str:
-    if outcome.path == "escalate":
-        return "escalated"
-    if outcome.executed is not None:
-        return "action_executed"
-    if outcome.path == "action_card":
-        return "awaiting_confirmation"
-    return "authenticated" if verified else "unauthenticated"
 
 
 def _sources(facts: TurnFacts) -> list[SourceRef]:
@@ -49,8 +45,6 @@ def build_contract(domain: Any, facts: TurnFacts, outcome: Outcome, *, turn_id: 
                    vault: Vault, c1: dict[str, Any] | None, c2: dict[str, Any] | None,
                    c3: dict[str, Any] | None, verified: bool) -> ForwardContract:
     """The forward contract of this turn (see module docstring)."""
-    from pipelines.core.contract import ObservationRecord
-
     state: dict[str, Any] = {}
     if verified and facts.user_id:
         state["authenticated_user_id"] = facts.user_id
@@ -72,7 +66,7 @@ def build_contract(domain: Any, facts: TurnFacts, outcome: Outcome, *, turn_id: 
     if c3 and c3.get("text"):
         policy.append(c3["text"])
     return ForwardContract(
-        turn_id=turn_id, locale=locale, task_state=_task_state(outcome, verified),  # type: ignore[arg-type]
+        turn_id=turn_id, locale=locale, task_state=task_state(outcome.path, executed=outcome.executed is not None, verified=verified),
         selected_path=outcome.path, user_request=facts.user_text, eligible_actions=actions,
         sources=[] if outcome.path == "escalate" else _sources(facts), user_state=state,
         policy_constraints=policy, prior_observations=records, selected_entity=outcome.selected_entity,
@@ -87,22 +81,6 @@ def _fmt(text: str, **fields: Any) -> str:
         return text.format(**fields)
     except (KeyError, IndexError, ValueError):
         return ""
-
-
-def _order_lines(texts: DomainTexts, contract: ForwardContract) -> list[str]:
-    out = []
-    for key, value in contract.user_state.items():
-        if key.startswith("order.") and key.endswith(".status"):
-            out.append(_fmt(texts.templates.get("order_state", ""), order_id=key[6:-7], status=value))
-    return [o for o in out if o]
-
-
-def _refusal(texts: DomainTexts, contract: ForwardContract, refusal: dict[str, Any], title: str) -> str:
-    oid = refusal.get("order_id") or ""
-    status = contract.user_state.get(f"order.{oid}.status", "not eligible")
-    why = _fmt(texts.refusals.get(str(refusal.get("reason")), ""), status=status) or "it is not allowed here"
-    where = f" for order {oid}" if oid else ""
-    return f"I can't {title.lower()}{where}: {why}."
 
 
 def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, outcome: Outcome, *,
@@ -125,28 +103,22 @@ def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, out
         out.append("I'm sorry.")
     for r in facts.refusals:
         title = next((c.title for c in domain.cards if c.id == r.get("card_id")), "make that change")
-        out.append(_refusal(texts, contract, r, title))
+        out.append(domain.refusal_line(r, title, contract))
     if path == "action_card" and contract.eligible_actions:
         a = contract.eligible_actions[0]
         phrase = _fmt(t.get(f"card:{a.card_id}", ""), **a.params) or a.title.lower()
         out.append(_fmt(t.get("action_card", ""), phrase=phrase))
     elif outcome.executed is not None:
-        oid = outcome.executed.params.get("order_id")
-        out.append(t.get("executed" if oid else "executed_account", ""))
-        out += _order_lines(texts, contract)
+        out += domain.executed_lines(outcome.executed, contract)
     elif not facts.refusals:
         out += domain.answer_lines(facts, contract)
         direct = t.get(f"{intent}/{sub_intent}")
         if not out and direct:
             out.append(direct)
-        if not out:
+        if not out:  # the pack's line for the first conflict it words, else what is missing
             conflicts = (contract.c2 or {}).get("conflicts") or []
-            if any(c.get("kind") == "identity_not_found" for c in conflicts):
-                out.append(t.get("not_found", ""))
-            elif any(c.get("kind") == "identity_unverified" for c in conflicts):
-                out.append(texts.question("identity"))
-            else:
-                out.append(texts.question("details"))
+            worded = [t[f"conflict:{c.get('kind')}"] for c in conflicts if t.get(f"conflict:{c.get('kind')}")]
+            out.append(worded[0] if worded else texts.question("details"))
     if contract.c3 and contract.c3.get("text") and path in ("answer", "action_card"):
         out.append(contract.c3["text"])
     return [o for o in out if o]
@@ -158,7 +130,7 @@ def generator_facts(contract: ForwardContract) -> list[str]:
     for key, value in contract.user_state.items():
         if key == "authenticated_user_id":
             continue
-        label = key.replace("order.", "order ").replace(".", " ").replace("_", " ")
+        label = key.replace(".", " ").replace("_", " ")
         shown = ", ".join(map(str, value)) if isinstance(value, list) else value
         out.append(f"{label}: {shown}")
     for s in contract.sources[:2]:

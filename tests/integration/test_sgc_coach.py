@@ -86,9 +86,8 @@ def test_no_unowned_creature_is_delivered(app, session):
 
 
 def test_w3_metas_stored_no_consecutive_repeat_and_replay(app, session):
-    from pipelines.annex.sgc_ladder import replay_w3
-    from pipelines.annex.sgc_ladder.replay import all_identical
-    from pipelines.domains.coach import load_coach_rule_tables
+    from pipelines.core.replay import all_identical, replay_w3
+    from pipelines.domains.coach import BRANCH_OF_INTENT, load_coach_rule_tables
 
     turns = httpx.get(f"{app.http}/v1/sessions/coach-1").json()["turns"]
     assert len(turns) == len(TEXTS)
@@ -96,7 +95,8 @@ def test_w3_metas_stored_no_consecutive_repeat_and_replay(app, session):
     assert all(m is not None for m in metas)
     for a, b in zip(metas, metas[1:], strict=False):
         assert a["guidance_type"] == "none" or b["guidance_type"] == "none" or a["subject_id"] != b["subject_id"]
-    results = replay_w3([t["meta"] for t in turns], tables=load_coach_rule_tables(), session_id="coach-1")
+    results = replay_w3([t["meta"] for t in turns], tables=load_coach_rule_tables(), session_id="coach-1",
+                        branch_of_intent=BRANCH_OF_INTENT)
     assert len(results) == len(TEXTS)
     assert all_identical(results), results
 

@@ -120,7 +120,7 @@ def test_a_dr_session_trace_has_the_stage_tree_and_no_pii(exporter: InMemorySpan
     tree = [s for s in spans if s.context.trace_id == turn.context.trace_id]
     names = [s.name for s in tree]
     kinds = {s.name: s.attributes.get("openinference.span.kind") for s in tree}
-    for name, kind in [("tandem.turn", "CHAIN"), ("tandem.pre_guard", "GUARDRAIL"), ("tandem.orchestrate", "CHAIN"),
+    for name, kind in [("tandem.turn", "CHAIN"), ("tandem.guard.pre", "GUARDRAIL"), ("tandem.orchestrate", "CHAIN"),
                        ("tandem.step", "CHAIN"), ("tandem.llm.orchestrator", "LLM"),
                        ("tandem.guard.mid", "GUARDRAIL"), ("tandem.tool.find_user_id_by_email", "TOOL"),
                        ("tandem.generate", "CHAIN"), ("tandem.llm.generator", "LLM"),
@@ -137,7 +137,7 @@ def test_a_dr_session_trace_has_the_stage_tree_and_no_pii(exporter: InMemorySpan
             assert parent(s) == "tandem.step", s.name
         if s.name in ("tandem.llm.generator", "tandem.guard.post"):
             assert parent(s) == "tandem.generate", s.name
-        if s.name in ("tandem.pre_guard", "tandem.orchestrate", "tandem.generate"):
+        if s.name in ("tandem.guard.pre", "tandem.orchestrate", "tandem.generate"):
             assert parent(s) == "tandem.turn", s.name
 
     steps = [s for s in tree if s.name == "tandem.step"]

@@ -14,11 +14,12 @@ from pipelines.annex.sgc_ladder import (
     SgcCounters,
     SgcPipeline,
     build_sgc_pipeline,
-    replay_w3,
 )
 from pipelines.core.kernels import LocalRuleKernels
 from pipelines.core.ports import W1Tables
+from pipelines.core.replay import replay_w3
 from pipelines.domains.coach import (
+    BRANCH_OF_INTENT,
     coach_rule_tables_dict,
     coach_tables_holder,
     generate_coach_world,
@@ -50,7 +51,7 @@ def test_five_turn_generated_session_through_sgc_full_stores_every_meta():
         assert {"w1_stream", "dispatch_at", "tools", "w2", "w3", "generate"} <= set(out.ctx.stage_ms)
         kinds = [k for k, _ in out.sink]
         for kind in ("sgc.phi", "sgc.dispatch", "sgc.w1.parsed", "sgc.tools", "sgc.w2", "sgc.w3",
-                     "sgc.contract", "sgc.post_guard", "stage.generate"):
+                     "contract.forward", "sgc.post_guard", "stage.generate"):
             assert kind in kinds, kind
         assert all(f["turn_id"] == out.ctx.turn_id for _, f in out.sink)
     assert len(h.history) == 5
@@ -65,7 +66,8 @@ def test_five_turn_generated_session_through_sgc_full_stores_every_meta():
         assert AnswerMeta.model_validate(meta["w3"]).turn_index == i
         assert sgc["w2"]["plan"] and sgc["guard"]["mode"] == "enforce"
     assert h.counters.total("phi") == 5 and h.counters.get("snapshot", "prewarm") == 1
-    assert all(r.identical for r in replay_w3(h.history, None, tables=TABLES, session_id=session.session_id))
+    assert all(r.identical for r in replay_w3(h.history, None, tables=TABLES, session_id=session.session_id,
+                                                     branch_of_intent=BRANCH_OF_INTENT))
 
 
 class _Store:

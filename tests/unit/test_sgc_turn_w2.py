@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from pipelines.annex.sgc_ladder import ReplyContract, SgcSettings
+from pipelines.annex.sgc_ladder import SgcSettings
 from pipelines.domains.coach.judge import ReplyJudge, judge_kinds
 from pipelines.domains.coach.runner import CoachFacts, LocalCoachTools
 from pipelines.sgc.w2 import QuerySlots, query_slots_schema
@@ -133,7 +133,7 @@ def test_judge_is_pure_and_keyword_based():
     facts.bind("x", "u001")
     import asyncio
 
-    judge = ReplyJudge(asyncio.run(facts.live_facts("x")), ReplyContract(user_text="hi").render())
+    judge = ReplyJudge(asyncio.run(facts.live_facts("x")), "hi")
     owned, unowned = h.owned()[0], h.unowned()
     assert judge.check(f"Use {owned}.").violations == []
     assert judge.check(f"Use {unowned}.").violations == ["unowned_recommendation"]

@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from pipelines.annex.sgc_ladder import SgcSettings, all_identical, replay_w3
+from pipelines.annex.sgc_ladder import SgcSettings
 from pipelines.core.kernels import decide_w3
+from pipelines.core.replay import all_identical, replay_w3
 from pipelines.domains.coach import (
     BRANCH_OF_INTENT,
     generate_coach_world,
@@ -51,7 +52,8 @@ def test_no_candidate_is_issued_in_two_consecutive_turns(ran):
 
 def test_replay_is_byte_identical(ran):
     for h, session in zip(ran, SESSIONS, strict=True):
-        results = replay_w3(h.history, None, tables=TABLES, session_id=session.session_id)
+        results = replay_w3(h.history, None, tables=TABLES, session_id=session.session_id,
+                            branch_of_intent=BRANCH_OF_INTENT)
         assert len(results) == len(session.turns) and all_identical(results)
         assert all(r.stored == r.replayed for r in results)
 
@@ -60,7 +62,7 @@ def test_replay_detects_a_tampered_meta(ran):
     h = ran[0]
     history = [copy.deepcopy(t.meta) for t in h.history]
     history[2]["w3"]["candidate_pool_hash"] = "0" * 16
-    results = replay_w3(history, None, tables=TABLES, session_id=SESSIONS[0].session_id)
+    results = replay_w3(history, None, tables=TABLES, session_id=SESSIONS[0].session_id, branch_of_intent=BRANCH_OF_INTENT)
     assert not results[2].identical and results[2].reason == "decision differs"
 
 
@@ -69,9 +71,10 @@ def test_injected_seed_is_used_and_replays_only_with_it():
     h = run_session(SESSIONS[1], settings)
     first = h.history[0].meta["w3"]
     assert first["seed"] == f"{derive_seed(1234, 'w3', 0):016x}"
-    assert all_identical(replay_w3(h.history, 1234, tables=TABLES, session_id=SESSIONS[1].session_id))
+    assert all_identical(replay_w3(h.history, 1234, tables=TABLES, session_id=SESSIONS[1].session_id, branch_of_intent=BRANCH_OF_INTENT))
     assert not any(r.identical for r in replay_w3(h.history, None, tables=TABLES,
-                                                 session_id=SESSIONS[1].session_id))
+                                                 session_id=SESSIONS[1].session_id,
+                                                 branch_of_intent=BRANCH_OF_INTENT))
 
 
 def test_candidates_match_the_state_reference_and_exclusions_flow_from_w2(ran):

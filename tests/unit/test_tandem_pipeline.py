@@ -186,7 +186,7 @@ def test_the_template_answers_when_the_generator_fails():
 
 
 def test_w3_guidance_is_stored_and_replays_identically():
-    from pipelines.annex.sgc_ladder.replay import all_identical, replay_w3
+    from pipelines.core.replay import all_identical, replay_w3
     from pipelines.domains import load_rule_bundle
 
     h = TandemHarness()
@@ -211,8 +211,8 @@ def test_events_never_carry_the_email_in_the_clear():
 
 
 def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
+    from pipelines.core.replay import replay_decisions as replay_turn
     from pipelines.domains import domain_module
-    from pipelines.tandem.replay import replay_turn
 
     h = TandemHarness()
     _verify(h)

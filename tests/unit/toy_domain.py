@@ -88,6 +88,9 @@ class DomainPack:
     generator_persona = "You are a weather assistant."
     conflict_kinds = ("unknown_city",)
     branch_of_intent = {"ask": "weather"}
+    entity_kind = None
+    transfer_tool = None
+    transfer_reasons: Mapping[str, str] = {}
 
     def __init__(self) -> None:
         self._registry = registry()
@@ -131,6 +134,8 @@ class DomainPack:
         return []
     def lead_lines(self, facts, contract): return []
     def reply_judges(self, facts, contract): return []
+    def refusal_line(self, refusal, title, contract): return f"I can't {title.lower()}."
+    def executed_lines(self, action, contract): return [self.texts.templates["executed_account"]]
 
 
 class ToyTools:

@@ -4,7 +4,7 @@ conservative fallback, and structured events that replay the decisions.
 
 It is built on the core (:mod:`pipelines.core`): the forward contract and its closure check, the
 tool port, outcome and fallback. What is DR's own: its session facts (``meta["dr"]``,
-:mod:`.state`), its decision format (:mod:`.decisions`), its orchestrator and terminal handlers
+:mod:`.state`), its orchestrator and terminal handlers
 (:mod:`.orchestrator`, :mod:`.actions`), its prompts (:mod:`.prompts`), the contract's assembly
 (:mod:`.assemble`), the guarded generator step (:mod:`.generator`), replay (:mod:`.replay`) and
 the pipeline (:mod:`.pipeline`)::
@@ -16,7 +16,6 @@ the pipeline (:mod:`.pipeline`)::
 
 from __future__ import annotations
 
-from .decisions import REASON_CODES, decision_schema, parse_decision
 from .inputs import OrchestratorInput, OrchestratorSettings
 from .orchestrator import Orchestrator
 from .pipeline import DRPipeline, DRSettings
@@ -28,9 +27,6 @@ __all__ = [
     "Orchestrator",
     "OrchestratorInput",
     "OrchestratorSettings",
-    "REASON_CODES",
-    "decision_schema",
-    "parse_decision",
     "SessionFacts",
     "PendingAction",
     "load_facts",

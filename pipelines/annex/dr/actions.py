@@ -27,7 +27,6 @@ from pipelines.guardrails.mid import check_args, check_consistency, check_placeh
 from pipelines.guardrails.pii import PLACEHOLDER_RE
 from pipelines.guardrails.post import Violation
 
-from .decisions import Action, Select
 from .state import PendingAction
 
 __all__ = ["ActionHandler", "LoopHost", "UNGROUNDED_QUESTION"]
@@ -123,31 +122,32 @@ class ActionHandler:
         return Outcome(path="answer", executed=executed, changed_user_ids=result.changed_user_ids,
                        changed_order_ids=result.changed_order_ids)
 
-    def select(self, inp: OrchestratorInput, emit: Emit, step: int, d: Select) -> Outcome:
-        """``null`` asks the user to choose; an id must be an observed entity."""
-        if d.entity_id is None:
+    def select(self, inp: OrchestratorInput, emit: Emit, step: int, entity_id: str | None) -> Outcome:
+        """``None`` asks the user to choose; an id must be an observed entity."""
+        if entity_id is None:
             return Outcome(path="clarify", clarify_options=self.o.candidates(inp))
-        if d.entity_id not in inp.facts.observed_ids:
-            self.o.mid_block(emit, step, Violation(kind="unobserved_entity", detail=d.entity_id))
-            raise Stop(fallback("ambiguous_state", d.entity_id))
-        return Outcome(path="answer", selected_entity=d.entity_id)
+        if entity_id not in inp.facts.observed_ids:
+            self.o.mid_block(emit, step, Violation(kind="unobserved_entity", detail=entity_id))
+            raise Stop(fallback("ambiguous_state", entity_id))
+        return Outcome(path="answer", selected_entity=entity_id)
 
-    async def action(self, inp: OrchestratorInput, emit: Emit, step: int, d: Action) -> Outcome:
+    async def action(self, inp: OrchestratorInput, emit: Emit, step: int, card_id: str,
+                     params: dict[str, Any]) -> Outcome:
         """Validate a proposed card; show it (and store it as pending) only when eligible."""
-        card = next((c for c in self.o.domain.cards if c.id == d.card_id), None)
+        card = next((c for c in self.o.domain.cards if c.id == card_id), None)
         v: Violation | None = None
         if card is None or card.kind != "write":
-            v = Violation(kind="unknown_card", detail=d.card_id)
+            v = Violation(kind="unknown_card", detail=card_id)
         else:
-            missing = [p for p in card.required_params if p not in d.params]
+            missing = [p for p in card.required_params if p not in params]
             if missing:
                 v = Violation(kind="missing_params", detail=",".join(missing))
-            v = v or check_args(self.o.domain.registry, card.tool, d.params)[1]
-            v = v or check_placeholders(d.params, inp.vault)
+            v = v or check_args(self.o.domain.registry, card.tool, params)[1]
+            v = v or check_placeholders(params, inp.vault)
         if v is not None or card is None:
             self.o.mid_block(emit, step, v or Violation(kind="unknown_card"))
-            raise Stop(fallback("invalid_tool_call", f"{v.kind}: {v.detail}" if v else d.card_id))
-        args = inp.vault.redact_obj(dict(d.params))
+            raise Stop(fallback("invalid_tool_call", f"{v.kind}: {v.detail}" if v else card_id))
+        args = inp.vault.redact_obj(dict(params))
         if not inp.facts.authenticated_user_id:
             self.o.mid_block(emit, step, Violation(kind="not_authenticated", detail=card.id))
             raise Stop(fallback("no_eligible_action", "not_authenticated"))

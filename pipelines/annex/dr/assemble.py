@@ -3,23 +3,25 @@
 Sources are the help articles a deterministic search finds for the redacted
 request plus any the orchestrator retrieved; user state comes only from this
 turn's successful observations and the authenticated user; policy constraints
-are fixed lines chosen by the card on offer (or executed).
+are the pack's lines for the card on offer (or executed).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipelines.annex.dr.inputs import OrchestratorInput
-from pipelines.core.contract import EligibleAction, ForwardContract, SourceRef
+from pipelines.core.contract import EligibleAction, ForwardContract, SourceRef, task_state
+from pipelines.core.domain import Domain
 from pipelines.core.outcome import Outcome
-from pipelines.domains.support.observations import state_from_observation
-from pipelines.domains.support.policy import GENERAL_CONSTRAINTS, POLICY_CONSTRAINTS
 from pipelines.spans import retriever_span
 
-__all__ = ["POLICY_CONSTRAINTS", "GENERAL_CONSTRAINTS", "build_forward"]
+from .inputs import OrchestratorInput
+
+__all__ = ["build_forward"]
 
 _MIN_SCORE = 3.0  # one keyword overlap alone does not make an article relevant
+
+
 def _sources(search_help: Any, text: str, outcome: Outcome, limit: int = 2) -> list[SourceRef]:
     out: dict[str, SourceRef] = {}
     for o in outcome.observations:
@@ -37,26 +39,14 @@ def _sources(search_help: Any, text: str, outcome: Outcome, limit: int = 2) -> l
     return list(out.values())[: limit + 2]
 
 
-def _task_state(inp: OrchestratorInput, outcome: Outcome) -> str:
-    if inp.blocked and outcome.path == "fallback" and outcome.fallback and outcome.fallback.trigger == "guardrail_block":
-        return "blocked"
-    if outcome.path == "escalate":
-        return "escalated"
-    if outcome.executed is not None:
-        return "action_executed"
-    if outcome.path == "action_card":
-        return "awaiting_confirmation"
-    return "authenticated" if inp.facts.authenticated_user_id else "unauthenticated"
-
-
-def build_forward(inp: OrchestratorInput, outcome: Outcome, *, search_help: Any = None) -> ForwardContract:
+def build_forward(inp: OrchestratorInput, outcome: Outcome, domain: Domain) -> ForwardContract:
     """The forward contract of this turn (every text in it is redacted)."""
     state: dict[str, Any] = {}
     if inp.facts.authenticated_user_id:
         state["authenticated_user_id"] = inp.facts.authenticated_user_id
     for o in outcome.observations:
         if o.ok:
-            state.update(state_from_observation(o.tool, o.result))
+            state.update(domain.user_state(o.tool, o.result))
     actions: list[EligibleAction] = []
     tool = None
     if outcome.path == "action_card" and outcome.card_id:
@@ -68,22 +58,26 @@ def build_forward(inp: OrchestratorInput, outcome: Outcome, *, search_help: Any 
     if outcome.executed is not None:
         tool = outcome.executed.tool
         actions.append(outcome.executed)
-    blocked = _task_state(inp, outcome) == "blocked"
-    options = outcome.clarify_options
+    task = task_state(outcome.path, executed=outcome.executed is not None,
+                      verified=bool(inp.facts.authenticated_user_id),
+                      blocked=inp.blocked and outcome.fallback is not None
+                      and outcome.fallback.trigger == "guardrail_block")
+    blocked = task == "blocked"
+    search = getattr(domain, "search_help", None)
     return ForwardContract(
         turn_id=inp.turn_id,
         locale=inp.locale,
-        task_state=_task_state(inp, outcome),  # type: ignore[arg-type]
+        task_state=task,
         selected_path=outcome.path,
         user_request="" if blocked else inp.user_text,
         eligible_actions=actions,
-        sources=[] if blocked or outcome.path == "escalate" else _sources(search_help, inp.user_text, outcome),
+        sources=[] if blocked or outcome.path == "escalate" else _sources(search, inp.user_text, outcome),
         user_state=state,
-        policy_constraints=list(POLICY_CONSTRAINTS.get(tool or "", ())) + list(GENERAL_CONSTRAINTS),
-        prior_observations=[o for o in outcome.observations],
+        policy_constraints=list(domain.policy_lines(tool)),
+        prior_observations=list(outcome.observations),
         selected_entity=outcome.selected_entity,
         clarify_question=outcome.clarify_question,
-        clarify_options=options,
+        clarify_options=outcome.clarify_options,
         escalation_reason=outcome.escalation_reason,
         fallback=outcome.fallback,
         placeholders=inp.vault.ids(),

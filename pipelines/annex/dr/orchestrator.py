@@ -13,9 +13,11 @@
                       eligible: card shown, pending action stored; ineligible: fallback
     step cap reached -> fallback step_cap
 
-Every step, tool call, mid-guard decision and the outcome are emitted as
-structured events (``dr.*``) carrying the raw model output and the redacted
-observations, so :mod:`pipelines.annex.dr.replay` can re-run the decisions.
+The loop is the core's (:func:`pipelines.core.loop.run_steps`); what is DR's own is its offer (the
+eligible tools and cards, a free-text clarify question, decisions parsed by their shape so that the
+mid-guard judges them), its prompt (fresh each step) and its checks. Every step, tool call, mid-guard
+decision and the outcome are emitted as structured events (``dr.*``) carrying the raw model output
+and the redacted observations, so :mod:`pipelines.annex.dr.replay` can re-run the decisions.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import Any
 from pipelines.annex.dr.actions import ActionHandler
 from pipelines.annex.dr.inputs import OrchestratorInput, OrchestratorSettings
 from pipelines.core.contract import ObservationRecord
+from pipelines.core.decisions import Offer, clean_schema, decision_schema
+from pipelines.core.epilogue import settle
 from pipelines.core.fallback import Stop, fallback
+from pipelines.core.loop import run_steps
 from pipelines.core.outcome import Emit, Outcome
 from pipelines.core.ports import ToolCallResult, ToolRunner
 from pipelines.counters import Counters
-from pipelines.domains.support.observations import summarize_result
-from pipelines.errors import ModelTimeout, ToolError, ToolTimeout, UpstreamError
+from pipelines.errors import ToolError, ToolTimeout
 from pipelines.grounding import CandidateSet, constrain_args
 from pipelines.guardrails.ids import extract_ids
 from pipelines.guardrails.mid import (
@@ -43,21 +47,9 @@ from pipelines.guardrails.mid import (
 )
 from pipelines.guardrails.post import Violation
 from pipelines.protocols import ModelCall, ModelClient, StructuredOutput
+from pipelines.schema_bounds import bound_schema
 from pipelines.spans import guard_decision, tool_span
-from pipelines.telemetry import annotate, stage_span
 
-from .decisions import (
-    Action,
-    Clarify,
-    DecisionError,
-    Escalate,
-    Respond,
-    Select,
-    ToolCall,
-    clean_schema,
-    decision_schema,
-    parse_decision,
-)
 from .prompts import orchestrator_messages, scrub
 
 __all__ = ["Orchestrator", "Emit"]
@@ -120,7 +112,7 @@ class Orchestrator:
             span.observation(red_result, ok=obs.ok, reason=result.reason)
         record = ObservationRecord(
             step=step, tool=name, args=inp.vault.redact_obj(dict(args)), ok=obs.ok,
-            reason=result.reason, summary=summarize_result(name, red_result), result=red_result,
+            reason=result.reason, summary=self.domain.summarize(name, red_result) if obs.ok else "", result=red_result,
         )
         auth_refusal = inp.facts.observe(name, result, self.domain.lookup_tools, self.domain.authenticate)
         if auth_refusal is not None:
@@ -130,19 +122,6 @@ class Orchestrator:
         emit("dr.tool", step=step, tool=name, args=record.args, confirmed=confirmed,
              result=logged.model_dump(mode="json"), authenticated_user_id=inp.facts.authenticated_user_id)
         return result, record
-
-    async def _complete(self, call: ModelCall) -> str:
-        timeout = self.settings.model_timeout_s
-        chunks: list[str] = []
-        try:
-            async with asyncio.timeout(timeout) if timeout else nullcontext():
-                async for delta in self.models.stream("orchestrator", call):
-                    chunks.append(delta)
-        except (ModelTimeout, TimeoutError) as exc:
-            raise Stop(fallback("model_timeout", "orchestrator")) from exc
-        except UpstreamError as exc:
-            raise Stop(fallback("model_error", exc.code)) from exc
-        return "".join(chunks)
 
     # ---- eligibility -----------------------------------------------------------------
 
@@ -201,13 +180,9 @@ class Orchestrator:
         except Stop as stop:
             outcome = Outcome(path="fallback", fallback=stop.fallback)
         outcome.observations = observations
-        if outcome.fallback is not None:
-            self.counters.fallback(outcome.fallback.trigger, outcome.fallback.cls)
-            emit("dr.fallback", trigger=outcome.fallback.trigger, cls=outcome.fallback.cls,
-                 detail=outcome.fallback.detail)
+        settle(outcome, counters=self.counters, emit=emit, prefix="dr")
         if outcome.escalation_reason:
             self.counters.escalation(outcome.escalation_reason)
-        self.counters.path(outcome.path)
         emit("dr.outcome", **outcome.summary(), facts=inp.facts.to_meta())
         return outcome
 
@@ -226,79 +201,103 @@ class Orchestrator:
         return await self._loop(inp, emit, observations)
 
     async def _loop(self, inp: OrchestratorInput, emit: Emit, observations: list[ObservationRecord]) -> Outcome:
-        s = self.settings
-        for step in range(1, s.max_steps + 1):
-            with stage_span("step", role="orchestrator", step=step) as step_span:
-                tools = self.eligible_tools(inp)
-                cards = self.eligible_cards(inp)
-                select_ids = self.candidates(inp)
-                schema = decision_schema(
-                    tools, [(c.id, c.required_params, self.domain.registry.get(c.tool).args_schema()) for c in cards],
-                    select_ids,
-                )
-                state = {"authenticated_user": inp.facts.authenticated_user_id or "no"}
-                if select_ids:
-                    state["orders"] = ",".join(select_ids)
-                messages = orchestrator_messages(
-                    policy=self.domain.orchestrator_policy, tools=tools, cards=[(c.id, c.required_params) for c in cards], history=inp.history,
-                    user_text=inp.user_text, state=state, observations=observations,
-                )
-                call = ModelCall(
-                    messages=scrub(messages, inp.vault), max_tokens=s.max_tokens, temperature=0.0, seed=s.seed,
-                    structured_output=StructuredOutput(kind="json", spec=schema),
-                )
-                raw = await self._complete(call)
-                try:
-                    decision = parse_decision(raw)
-                except DecisionError as exc:
-                    annotate(step_span, decision="malformed_output")
-                    emit("dr.step", step=step, raw=raw, decision=None, error=exc.detail)
-                    self.mid_block(emit, step, Violation(kind="malformed_output", detail=exc.detail))
-                    raise Stop(fallback("malformed_output", exc.detail)) from exc
-                annotate(step_span, decision=decision.decision, output=raw)
-                emit("dr.step", step=step, raw=raw, decision=decision.model_dump(mode="json"), error=None)
-                if isinstance(decision, ToolCall):
-                    await self._tool_step(inp, emit, step, decision, tools, observations)
-                    continue
-                out = await self._terminal(inp, emit, step, decision, observations)
-                out.steps = step
-                return out
-        return Outcome(path="fallback", fallback=fallback("step_cap", f"{s.max_steps} steps"), steps=s.max_steps)
+        try:
+            return await run_steps(_OpenSteps(self, inp, emit, observations), self.models,
+                                   max_steps=self.settings.max_steps, timeout_s=self.settings.model_timeout_s, emit=emit)
+        except Stop as stop:
+            if stop.fallback.trigger != "step_cap":
+                raise
+            return Outcome(path="fallback", fallback=stop.fallback, steps=self.settings.max_steps)
 
-    async def _tool_step(
-        self, inp: OrchestratorInput, emit: Emit, step: int, d: ToolCall,
-        tools: dict[str, Any], observations: list[ObservationRecord],
-    ) -> None:
-        v = check_tool_choice(d.decision, tools, self.domain.write_tools)
+    def offer(self, inp: OrchestratorInput) -> Offer:
+        """What a step may decide: the eligible tools and cards (an entity the user may mean as an enum),
+        a clarify question in the model's words, select, respond, escalate — parsed by shape (``open``)."""
+        select_ids = self.candidates(inp)
+        kind = self.domain.entity_kind
+        cards: dict[str, tuple[Any, dict[str, Any]]] = {}
+        for c in self.eligible_cards(inp):
+            clean = clean_schema(self.domain.registry.get(c.tool).args_schema())
+            props = {p: clean["properties"][p] for p in c.required_params}
+            if kind in props and select_ids:
+                props[kind] = {"enum": list(select_ids)}
+            params = {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+            cards[c.id] = (c, bound_schema(params))
+        tools = {n: bound_schema(clean_schema(t)) for n, t in self.eligible_tools(inp).items()}
+        return Offer(tools=tools, cards=cards, select_ids=select_ids, clarify_free=True, open=True)
+
+    async def _tool_step(self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any],
+                         tools: dict[str, Any], observations: list[ObservationRecord]) -> None:
+        v = check_tool_choice(name, tools, self.domain.write_tools)
         if v is None:
-            v = check_args(self.domain.registry, d.decision, d.args)[1]
-        v = v or check_placeholders(d.args, inp.vault)
+            v = check_args(self.domain.registry, name, args)[1]
+        v = v or check_placeholders(args, inp.vault)
         if v is not None:
             self.mid_block(emit, step, v)
             raise Stop(fallback("invalid_tool_call", f"{v.kind}: {v.detail}"))
         v = check_consistency(
-            d.args, observed_ids=inp.facts.observed_ids, mentioned_ids=inp.facts.mentioned_ids,
+            args, observed_ids=inp.facts.observed_ids, mentioned_ids=inp.facts.mentioned_ids,
             authenticated_user_id=inp.facts.authenticated_user_id,
         )
         if v is not None:
             self.mid_block(emit, step, v)
             raise Stop(fallback("inconsistent_observation", f"{v.kind}: {v.detail}"))
         self.counters.guard("mid", "pass")
-        guard_decision("mid", "pass", step=step, tool=d.decision)
-        _, record = await self.run_tool(inp, emit, step, d.decision, d.args)
+        guard_decision("mid", "pass", step=step, tool=name)
+        _, record = await self.run_tool(inp, emit, step, name, args)
         observations.append(record)
 
-    async def _terminal(
-        self, inp: OrchestratorInput, emit: Emit, step: int, d: Any, observations: list[ObservationRecord]
-    ) -> Outcome:
-        if isinstance(d, Respond):
+    async def _terminal(self, inp: OrchestratorInput, emit: Emit, step: int, d: dict[str, Any],
+                        observations: list[ObservationRecord]) -> Outcome:
+        kind = d["decision"]
+        if kind == "respond":
             return Outcome(path="answer")
-        if isinstance(d, Clarify):
-            return Outcome(path="clarify", clarify_question=d.question)
-        if isinstance(d, Escalate):
-            return await self.actions.escalate(inp, emit, d.reason_code, observations)
-        if isinstance(d, Select):
-            return self.actions.select(inp, emit, step, d)
-        if isinstance(d, Action):
-            return await self.actions.action(inp, emit, step, d)
-        raise AssertionError(f"unhandled decision {d!r}")  # pragma: no cover
+        if kind == "clarify":
+            return Outcome(path="clarify", clarify_question=d["question"])
+        if kind == "escalate":
+            return await self.actions.escalate(inp, emit, d["reason_code"], observations)
+        if kind == "select":
+            return self.actions.select(inp, emit, step, d["entity_id"])
+        return await self.actions.action(inp, emit, step, d["card_id"], d["params"])
+
+
+class _OpenSteps:
+    """The DR rung's parts of the one loop: its offer, a fresh prompt per step, its mid-guard."""
+
+    prefix = "dr"
+
+    def __init__(self, orch: Orchestrator, inp: OrchestratorInput, emit: Emit,
+                 observations: list[ObservationRecord]) -> None:
+        self.o, self.inp, self.emit, self.observations = orch, inp, emit, observations
+
+    def offer(self, step: int) -> Offer:
+        return self.o.offer(self.inp)
+
+    def early(self, step: int, offer: Offer) -> Outcome | None:
+        return None
+
+    def call(self, step: int, offer: Offer) -> ModelCall:
+        inp, s = self.inp, self.o.settings
+        state = {"authenticated_user": inp.facts.authenticated_user_id or "no"}
+        if offer.select_ids:
+            state["orders"] = ",".join(offer.select_ids)
+        messages = orchestrator_messages(
+            policy=self.o.domain.orchestrator_policy, tools=self.o.eligible_tools(inp),
+            cards=[(cid, card.required_params) for cid, (card, _) in offer.cards.items()], history=inp.history,
+            user_text=inp.user_text, state=state, observations=self.observations,
+        )
+        return ModelCall(messages=scrub(messages, inp.vault), max_tokens=s.max_tokens, temperature=0.0, seed=s.seed,
+                         structured_output=StructuredOutput(kind="json", spec=decision_schema(offer)))
+
+    def reject(self, step: int, kind: str, detail: str) -> None:
+        self.o.mid_block(self.emit, step, Violation(kind=kind, detail=detail))
+
+    def decided(self, step: int, raw: str) -> None:
+        return None
+
+    async def read(self, step: int, decision: dict[str, Any]) -> Outcome | None:
+        await self.o._tool_step(self.inp, self.emit, step, decision["decision"], decision["args"],
+                                self.o.eligible_tools(self.inp), self.observations)
+        return None
+
+    async def terminal(self, step: int, decision: dict[str, Any], offer: Offer) -> Outcome:
+        return await self.o._terminal(self.inp, self.emit, step, decision, self.observations)

@@ -20,33 +20,34 @@ PII never reaches the event log; every model message is redacted as well.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.annex.dr.inputs import OrchestratorInput, OrchestratorSettings
-from pipelines.core.contract import build_return, check_closure
+from pipelines.core.contract import ForwardContract
+from pipelines.core.domain import Domain
+from pipelines.core.epilogue import close, forward, path_event
 from pipelines.core.fallback import fallback
+from pipelines.core.generate import guarded_sentences
 from pipelines.core.outcome import Outcome
 from pipelines.core.ports import Guardrails, ToolRunner
+from pipelines.core.prologue import open_turn
+from pipelines.core.state import TurnState
 from pipelines.counters import Counters
 from pipelines.errors import UpstreamError
-from pipelines.events import ActionCardEvent, ClarifyEvent, EscalationEvent, ReplyDelta
-from pipelines.gate import SentenceGate
+from pipelines.events import ReplyDelta
+from pipelines.gate import GuardrailsJudge, SentenceGate
 from pipelines.guardrails import LocalGuardrails, default_guardrail_config
 from pipelines.guardrails.ids import normalize_text
-from pipelines.guardrails.pii import Vault, mask_pii_fields
-from pipelines.protocols import ModelClient
-from pipelines.semconv import SpanKind
+from pipelines.protocols import ModelCall, ModelClient
 from pipelines.spans import guard_span
 from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .assemble import build_forward
-from .generator import generate_reply, release_gate
+from .inputs import OrchestratorInput, OrchestratorSettings
 from .orchestrator import Orchestrator
-from .prompts import scan_prompt_data
+from .prompts import generator_messages, scan_prompt_data, scrub
 from .state import META_KEY, load_facts
 
 __all__ = ["DRSettings", "DRPipeline"]
@@ -86,7 +87,7 @@ class DRPipeline:
 
     def __init__(
         self,
-        domain: Any,
+        domain: Domain,
         models: ModelClient,
         tools: ToolRunner,
         guardrails: Guardrails | None = None,
@@ -109,24 +110,8 @@ class DRPipeline:
         facts = load_facts(ctx.history)
         ctx.meta[META_KEY] = {"facts": facts.to_meta()}  # a turn that fails before _finish keeps the pending card
         pending, facts.pending_action = facts.pending_action, None
-        t0 = time.perf_counter()
-        with stage_span("pre_guard", kind=SpanKind.GUARDRAIL, turn_id=ctx.turn_id) as span:
-            pre = await self.guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
-            annotate(span, guard_stage="pre", guard_decision="block" if pre.blocked else "route" if pre.route else "pass",
-                     guard_kinds=[h.kind for h in pre.hits] or None, output=pre.text, rules_version=pre.rules_version)
-        annotate(input=pre.text)  # the turn span: the user's text as the event log has it (redacted)
-        ctx.rules_version = pre.rules_version
-        vault = Vault.from_entries(pre.vault)
-
-        def emit(event: str, /, **fields: Any) -> None:
-            ctx.sink.emit(event, turn_id=ctx.turn_id, **vault.redact_obj(mask_pii_fields(fields)))
-
-        self.counters.guard("pre", "block" if pre.blocked else "route" if pre.route else "pass")
-        for hit in pre.hits:
-            if hit.action == "block":
-                self.counters.blocked(hit.kind)
-        emit("dr.pre_guard", **pre.summary())
-        ctx.stage_ms["pre_guard"] = (time.perf_counter() - t0) * 1000
+        st = await open_turn(ctx, self.guardrails, self.counters, pipeline=self.name, prefix="dr")
+        pre, vault = st.pre, st.vault
         facts.mention(pre.text)
         turns = ctx.history[-s.history_turns:] if s.history_turns else []
         replies = [vault.redact(normalize_text(t.reply_text)) for t in turns]
@@ -137,44 +122,38 @@ class DRPipeline:
             blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
             user_texts=[*pre.history, pre.text],
         )
-        t1 = time.perf_counter()
-        with stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
-            outcome = await self.orchestrator.run(inp, emit)
+        with st.timed("orchestrate"), stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
+            outcome = await self.orchestrator.run(inp, st.emit)
             fb = outcome.fallback
             annotate(span, path=outcome.path, card_id=outcome.card_id, escalation=outcome.escalation_reason,
                      steps=outcome.steps, fallback_trigger=fb.trigger if fb else None, fallback_class=fb.cls if fb else None)
-        ctx.stage_ms["orchestrate"] = (time.perf_counter() - t1) * 1000
+        st.outcome = outcome
         if outcome.executed is not None:  # the confirmed write ran: record it before the reply is generated
             ctx.mark_side_effect(outcome.executed.card_id)
             ctx.meta[META_KEY] = {"facts": facts.to_meta(), "path": outcome.path,
                                   "executed": outcome.executed.card_id}
             await ctx.checkpoint()
-        forward = build_forward(inp, outcome, search_help=getattr(self.domain, "search_help", None))
-        emit("contract.forward", contract=forward.model_dump(mode="json"))
-        self._scan_data(forward, emit)
-        view = forward.guard_view()
-        gate = release_gate(self.guardrails, view, self.counters, emit, fail_closed=s.fallback_reply)
-        t2 = time.perf_counter()
+        contract = build_forward(inp, outcome, self.domain)
+        forward(st, contract)
+        self._scan_data(contract, st.emit)
+        gate = SentenceGate([GuardrailsJudge(self.guardrails, contract.guard_view())], self.counters, st.emit,
+                            stage="post", safe="", fail_closed=s.fallback_reply, event="dr.guard", source="generator")
         card_sent: str | None = None
-        with stage_span("generate", role="generator", turn_id=ctx.turn_id):
+        with st.timed("generate"), stage_span("generate", role="generator", turn_id=ctx.turn_id):
+            question = await self._question(gate, contract.guard_view(), outcome) if outcome.path == "clarify" else ""
+            event = path_event(st, outcome, handoff=s.handoff_message, question=question)
+            if event is not None:
+                yield event
             if outcome.path == "escalate":
-                reason = outcome.escalation_reason or "out_of_scope"
-                yield EscalationEvent(reason_code=reason, message=s.handoff_message)
                 gate.add_trusted(s.handoff_message)
                 yield ReplyDelta(text=s.handoff_message)
             elif outcome.path == "clarify":
-                question = await self._question(gate, view, outcome)
-                yield ClarifyEvent(question=vault.restore(question), options=list(outcome.clarify_options))
                 yield ReplyDelta(text=vault.restore(question))
             else:
-                if outcome.path == "action_card":
-                    card = self._validated_card(outcome, forward.action_ids())
-                    card_sent = card.card_id
-                    yield card.model_copy(update={"params": vault.resolve(card.params)})
-                async for piece in self._reply(ctx, forward, gate, vault, outcome, emit):
+                card_sent = outcome.card_id if outcome.path == "action_card" else None
+                async for piece in self._reply(st, contract, gate, outcome):
                     yield piece
-        ctx.stage_ms["generate"] = (time.perf_counter() - t2) * 1000
-        self._finish(ctx, forward, gate, outcome, facts, vault, card_sent, pre.rules_version, emit)
+        self._finish(st, contract, gate, outcome, facts, card_sent)
 
     def _scan_data(self, forward: Any, emit: Any) -> None:
         """Count and log injection-rule hits in the turn's world and tool text (it reaches prompts as data)."""
@@ -186,13 +165,6 @@ class DRPipeline:
             self.counters.guard("data", "flag")
             emit("dr.data_scan", decision="flag", hits=[{"source": s, "rule_id": h.rule_id, "view": h.view}
                                                         for s, h in hits])
-
-    def _validated_card(self, outcome: Outcome, selected: set[str]) -> ActionCardEvent:
-        """The one way an action card reaches the client: selected, validated, pending."""
-        if outcome.card_id is None or outcome.card_id not in selected:
-            raise AssertionError("an action card must be selected by the orchestrator and validated")
-        return ActionCardEvent(card_id=outcome.card_id, title=outcome.card_title or outcome.card_id,
-                               params=dict(outcome.card_params))
 
     async def _question(self, gate: SentenceGate, view: Any, outcome: Outcome) -> str:
         s = self.settings
@@ -216,15 +188,15 @@ class DRPipeline:
         gate.add_trusted(default)
         return default
 
-    async def _reply(self, ctx: TurnContext, forward: Any, gate: SentenceGate, vault: Vault,
-                     outcome: Outcome, emit: Any) -> AsyncIterator[ReplyDelta]:
-        s = self.settings
+    async def _reply(self, st: TurnState, contract: ForwardContract, gate: SentenceGate,
+                     outcome: Outcome) -> AsyncIterator[ReplyDelta]:
+        """The generator's reply through ``gate``; its failure falls back to the conservative text."""
+        s, vault = self.settings, st.vault
+        call = ModelCall(messages=scrub(generator_messages(contract, max_sentences=s.max_sentences), vault),
+                         max_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed)
         first = True
         try:
-            async for sentence in generate_reply(
-                self.models, forward, gate, vault, max_tokens=s.max_reply_tokens,
-                temperature=s.temperature, seed=s.seed, max_sentences=s.max_sentences,
-            ):
+            async for sentence in guarded_sentences(self.models, call, gate):
                 yield ReplyDelta(text=("" if first else " ") + vault.restore(sentence))
                 first = False
         except (UpstreamError, TimeoutError) as exc:
@@ -232,7 +204,7 @@ class DRPipeline:
             fb = fallback("model_timeout" if code == "model_timeout" or isinstance(exc, TimeoutError) else "model_error",
                           f"generator: {code}")
             self.counters.fallback(fb.trigger, fb.cls)
-            emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
+            st.emit("dr.fallback", trigger=fb.trigger, cls=fb.cls, detail=fb.detail)
             if outcome.fallback is None:
                 outcome.fallback = fb
         if first:
@@ -254,22 +226,17 @@ class DRPipeline:
             phrase = ""
         return f"{done} I have carried out your request to {phrase or a.title.lower()}."
 
-    def _finish(self, ctx: TurnContext, forward: Any, gate: SentenceGate, outcome: Outcome, facts: Any,
-                vault: Vault, card_sent: str | None, rules_version: str, emit: Any) -> None:
-        ret = build_return(gate.text, forward, card_id=card_sent, sentences=len(gate.released))
-        trusted = {self.settings.handoff_message, self.settings.fallback_reply}
-        if gate.text not in trusted:
-            for v in check_closure(ret, forward):
-                self.counters.delivered_violation(v.kind)
-                emit("contract.closure_violation", violation=v.kind, detail=v.detail)
-        emit("contract.return", contract=ret.model_dump(mode="json"), withheld=gate.withheld)
-        facts.vault_ids = vault.ids()
+    def _finish(self, st: TurnState, contract: ForwardContract, gate: SentenceGate, outcome: Outcome, facts: Any,
+                card_sent: str | None) -> None:
+        close(st, gate, contract, card_id=card_sent,
+              trusted={self.settings.handoff_message, self.settings.fallback_reply})
+        facts.vault_ids = st.vault.ids()
         if outcome.fallback is not None:
-            ctx.status = "fallback"
+            st.ctx.status = "fallback"
         fb = outcome.fallback
         annotate(path=outcome.path, card_id=card_sent, fallback_trigger=fb.trigger if fb else None,  # the turn span
                  fallback_class=fb.cls if fb else None)
-        ctx.meta[META_KEY] = {
+        st.ctx.meta[META_KEY] = {
             "facts": facts.to_meta(),
             "path": outcome.path,
             "card_id": card_sent,
@@ -280,5 +247,5 @@ class DRPipeline:
             "steps": outcome.steps,
             "changed_order_ids": outcome.changed_order_ids,
             "changed_user_ids": outcome.changed_user_ids,
-            "rules_version": rules_version,
+            "rules_version": st.pre.rules_version,
         }

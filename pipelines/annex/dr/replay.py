@@ -4,34 +4,32 @@ The ``dr.start`` event holds the turn's inputs (redacted text, session facts,
 pending action, confirmation, route, guard flags, loop settings); ``dr.step``
 holds each raw model output; ``dr.tool`` / ``dr.precheck`` hold each tool
 result. :func:`replay_turn` feeds those back into a fresh
-:class:`~pipelines.annex.dr.orchestrator.Orchestrator` (a model that plays the
-logged outputs, a tool runner that plays the logged results, a vault that maps
-each placeholder to itself) and compares the decision trace — routes, parsed
-decisions, tool calls, mid-guard refusals, prechecks, fallbacks and the
+:class:`~pipelines.annex.dr.orchestrator.Orchestrator` (the core's playback ports,
+:mod:`pipelines.core.replay`: a model that plays the logged outputs, a tool port that
+plays the logged results; a vault that maps each placeholder to itself) and
+compares the decision trace — routes, parsed decisions, tool calls, mid-guard refusals, prechecks, fallbacks and the
 outcome with the resulting facts — event by event.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.annex.dr.inputs import OrchestratorInput, OrchestratorSettings
-from pipelines.core.ports import ToolCallResult, ToolSession
+from pipelines.core.replay import PlaybackModels, PlaybackTools, normalize_events
 from pipelines.counters import Counters
-from pipelines.errors import ModelTimeout, ModelUnavailable, ToolError, ToolTimeout
 from pipelines.guardrails.pii import Vault
-from pipelines.protocols import ModelCall
 
 from .orchestrator import Orchestrator
 from .state import PendingAction, SessionFacts
 
-__all__ = ["ReplayReport", "decision_trace", "replay_turn", "normalize_events"]
+__all__ = ["ReplayReport", "decision_trace", "replay_turn"]
 
 TRACE_KINDS = ("dr.route", "dr.step", "dr.tool", "dr.guard", "dr.precheck", "dr.fallback", "dr.outcome")
-_DROP = {"turn_id", "raw", "ts", "component", "trace_id"}  # envelope fields added by event sinks
+_DROP = {"turn_id", "raw", "ts", "component", "trace_id", "pipeline"}  # envelope fields added by event sinks
 
 
 class ReplayReport(BaseModel):
@@ -44,18 +42,6 @@ class ReplayReport(BaseModel):
     mismatches: list[str] = Field(default_factory=list)
 
 
-def normalize_events(events: Iterable[Any]) -> list[dict[str, Any]]:
-    """Events as ``{"kind": ..., **fields}`` dicts (accepts dicts or ``(kind, fields)`` pairs)."""
-    out: list[dict[str, Any]] = []
-    for e in events:
-        if isinstance(e, dict):
-            out.append(dict(e))
-        else:
-            kind, fields = e
-            out.append({"kind": kind, **fields})
-    return out
-
-
 def decision_trace(events: Iterable[Any]) -> list[dict[str, Any]]:
     """The comparable decisions of a turn: DR events of the orchestration, minus volatile fields."""
     trace = []
@@ -64,46 +50,6 @@ def decision_trace(events: Iterable[Any]) -> list[dict[str, Any]]:
             continue
         trace.append({k: v for k, v in e.items() if k not in _DROP})
     return trace
-
-
-class _ReplayModels:
-    def __init__(self, outputs: list[str], failure: str | None) -> None:
-        self.outputs = outputs
-        self.failure = failure
-
-    async def stream(self, role: str, call: ModelCall) -> AsyncIterator[str]:
-        if not self.outputs:
-            raise ModelTimeout("replayed timeout") if self.failure == "model_timeout" else ModelUnavailable("replayed")
-        yield self.outputs.pop(0)
-
-
-class _ReplayTools:
-    def __init__(self, results: list[dict[str, Any]], prechecks: list[dict[str, Any]], failure: str | None) -> None:
-        self.results = results
-        self.prechecks = prechecks
-        self.failure = failure
-        self.mismatches: list[str] = []
-
-    def _fail(self, name: str) -> Exception:
-        if self.failure == "tool_timeout":
-            return ToolTimeout(f"replayed timeout of {name}")
-        return ToolError(f"replayed failure of {name}")
-
-    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        if not self.results:
-            raise self._fail(name)
-        logged = self.results.pop(0)
-        if logged["tool"] != name or logged["args"] != args:
-            self.mismatches.append(f"tool call {name} {args} != logged {logged['tool']} {logged['args']}")
-        return ToolCallResult.model_validate(logged["result"])
-
-    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        if not self.prechecks:
-            raise self._fail(name)
-        logged = self.prechecks.pop(0)
-        if logged["tool"] != name:
-            self.mismatches.append(f"precheck {name} != logged {logged['tool']}")
-        return logged["reason"]
 
 
 async def replay_turn(events: Iterable[Any], domain: Any) -> ReplayReport:
@@ -118,8 +64,8 @@ async def replay_turn(events: Iterable[Any], domain: Any) -> ReplayReport:
         max_steps=start["max_steps"], seed=start["seed"], model_timeout_s=None, tool_timeout_s=None,
         open_tools=tuple(start["open_tools"]), private_reads=tuple(start["private_reads"]),
     )
-    models = _ReplayModels([e["raw"] for e in evs if e.get("kind") == "dr.step"], failure)
-    tools = _ReplayTools(
+    models = PlaybackModels([e["raw"] for e in evs if e.get("kind") == "dr.step"], failure)
+    tools = PlaybackTools(
         [e for e in evs if e.get("kind") == "dr.tool"], [e for e in evs if e.get("kind") == "dr.precheck"], failure
     )
     vault = Vault.from_entries({p: p for p in start["vault_ids"]})

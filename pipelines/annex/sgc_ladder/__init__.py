@@ -8,12 +8,11 @@ grounding: slot extraction, conflicts, paragraph plan, sentence post-guard),
 * :mod:`.ports` — :class:`LiveStateTools` / :class:`RuleKernels` and their local implementations.
 * :mod:`.perception`, :mod:`.grounding`, :mod:`.guard`, :mod:`.steps` — the turn's steps.
 * :mod:`.pipeline`, :mod:`.pe_agent`, :mod:`.factory` — the pipelines and :func:`build_sgc_pipeline`.
-* :mod:`.replay` — byte-identical replay of the W3 decisions of a stored session.
 
 Nothing here imports Ray or vLLM.
 """
 
-from pipelines.annex.sgc_ladder.contract import ReplyContract, SgcSettings
+from pipelines.annex.sgc_ladder.contract import SgcSettings, ladder_contract, sgc_view
 from pipelines.annex.sgc_ladder.guard import guard_gate
 from pipelines.annex.sgc_ladder.ports import ToolsStateLoader
 from pipelines.core.contract import C1, C2, C3
@@ -26,13 +25,13 @@ from .counters import SgcCounters
 from .factory import SGC_KINDS, SgcKind, build_sgc_pipeline
 from .pe_agent import PlanExecutePipeline
 from .pipeline import SgcPipeline
-from .replay import ReplayedTurn, all_identical, replay_w3
 
 __all__ = [
     "C1",
     "C2",
     "C3",
-    "ReplyContract",
+    "ladder_contract",
+    "sgc_view",
     "SgcSettings",
     "SgcCounters",
     "SGC_KINDS",
@@ -51,9 +50,6 @@ __all__ = [
     "RuleKernels",
     "ToolsStateLoader",
     "W1Tables",
-    "ReplayedTurn",
-    "all_identical",
-    "replay_w3",
     "ScheduleResult",
     "decide_w3",
 ]

@@ -1,22 +1,29 @@
-"""The SGC settings, the reply contract (c1 / c2 / c3) and the prompts of every model call.
+"""The SGC ladder's settings and the prompts of every model call.
 
-The generator never sees the user's history or the tools: it writes from a
-compact :class:`ReplyContract` — the intent context (c1), the compacted tool
-observations, the live-state values, W2's conflicts and paragraph plan (c2) and
-W3's guidance pick (c3). Each rung of the ladder fills what it has and leaves
-the rest ``None``.
+The generator never sees the user's history or the tools: it writes from the forward contract
+(:class:`pipelines.core.contract.ForwardContract`) rendered in the ladder's format
+(:func:`sgc_view`) — the intent context (c1), the compacted tool observations, the live-state
+values, W2's conflicts and paragraph plan (c2) and W3's guidance pick (c3). Each rung of the
+ladder fills what it has and leaves the rest ``None``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from pipelines.core.contract import C1, C2, C3, ConflictView, compact
+from pipelines.core.contract import (
+    C1,
+    C2,
+    C3,
+    ConflictView,
+    ForwardContract,
+    ObservationRecord,
+    compact,
+    task_state,
+)
 from pipelines.domains.coach import build_registry
 from pipelines.protocols import ChatMessage, TurnRecord
 from pipelines.sgc.canonical import session_seed
@@ -24,16 +31,17 @@ from pipelines.sgc.w1_grammar import NARRATION_MAX_CHARS
 from pipelines.sgc.w2 import GroundingResult
 from pipelines.sgc.w3 import HISTORY_WINDOW
 from pipelines.tools import ToolObservation
+from pipelines.turn import TurnContext
 
 __all__ = [
     "SgcSettings",
     "C1",
     "C2",
     "C3",
-    "ObservationView",
-    "ReplyContract",
+    "ladder_contract",
+    "sgc_view",
     "compact",
-    "observation_view",
+    "observation_record",
     "c2_of",
     "tool_docs",
     "perception_messages",
@@ -66,36 +74,47 @@ class SgcSettings:
     fallback_reply: str = "Sorry, I can't work that out right now. Could you ask me again in a moment?"
 
 
-class _Contract(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def observation_record(obs: ToolObservation) -> ObservationRecord:
+    """A tool observation as the forward contract keeps it."""
+    return ObservationRecord(step=0, tool=obs.tool, args=dict(obs.args), ok=obs.ok, reason=obs.error_code,
+                             result=obs.result if obs.ok else None)
 
 
-class ObservationView(_Contract):
-    tool: str
-    ok: bool
-    result: Any = None
-    error_code: str | None = None
+def ladder_contract(ctx: TurnContext, state: Mapping[str, Any], observations: Sequence[ToolObservation], *,
+                    narration: str = "", c1: C1 | None = None) -> ForwardContract:
+    """The forward contract of a ladder turn: the request, the live-state values, the observations, c1
+    (c2 and c3 are added by the rungs that have them)."""
+    return ForwardContract(turn_id=ctx.turn_id, locale=ctx.request.locale,
+                           task_state=task_state("answer", executed=False, verified=bool(state.get("user_id"))),
+                           selected_path="answer", user_request=ctx.request.text, user_state=dict(state),
+                           prior_observations=[observation_record(o) for o in observations], narration=narration,
+                           c1=c1.model_dump() if c1 is not None else None)
 
 
-class ReplyContract(_Contract):
-    """The forward contract the generator writes from."""
+def sgc_view(contract: ForwardContract, max_items: int) -> str:
+    """The forward contract in the ladder's prompt format: one JSON object (intent context, compacted
+    observations, live-state values, c2, c3) — what the generator writes from and the judge reads."""
+    view: dict[str, Any] = {"locale": contract.locale, "user_text": contract.user_request,
+                            "narration": contract.narration, "state": contract.user_state,
+                            "observations": [{"tool": o.tool, "ok": o.ok,
+                                              **({"result": compact(o.result, max_items)}
+                                                 if o.ok and o.result is not None else {}),
+                                              **({"error_code": o.reason} if o.reason is not None else {})}
+                                             for o in contract.prior_observations]}
+    for key in ("c1", "c2", "c3"):
+        block = getattr(contract, key)
+        if block is not None:
+            view[key] = _fields(block)
+    return json.dumps(view, separators=(",", ":"), ensure_ascii=False)
 
-    locale: str = "en"
-    user_text: str
-    narration: str = ""
-    state: dict[str, Any] = Field(default_factory=dict)
-    observations: list[ObservationView] = Field(default_factory=list)
-    c1: C1 | None = None
-    c2: C2 | None = None
-    c3: C3 | None = None
 
-    def render(self) -> str:
-        return self.model_dump_json(exclude_none=True)
-
-
-def observation_view(obs: ToolObservation, max_items: int) -> ObservationView:
-    return ObservationView(tool=obs.tool, ok=obs.ok, result=compact(obs.result, max_items) if obs.ok else None,
-                           error_code=obs.error_code)
+def _fields(block: Any) -> Any:
+    """A context block's fields without the unset ones (its models' ``None``), at every depth."""
+    if isinstance(block, dict):
+        return {k: _fields(v) for k, v in block.items() if v is not None}
+    if isinstance(block, list):
+        return [_fields(v) for v in block]
+    return block
 
 
 def c2_of(g: GroundingResult) -> C2:
@@ -169,7 +188,7 @@ def plan_messages(text: str, history: list[TurnRecord], state: Mapping[str, Any]
             ChatMessage(role="user", content=text)]
 
 
-def generator_messages(contract: ReplyContract) -> list[ChatMessage]:
+def generator_messages(contract: ForwardContract, max_items: int) -> list[ChatMessage]:
     """The generator writes from the contract only."""
     rules = [
         "You are a creature-battle coach. Write the reply to the user from the contract below only.",
@@ -179,7 +198,7 @@ def generator_messages(contract: ReplyContract) -> list[ChatMessage]:
     if contract.c2 is not None:
         rules.append("Write exactly the paragraphs of c2.plan, in order, one short paragraph each; "
                      "account for every conflict it lists and never praise a conflicted constraint.")
-    if contract.c3 is not None and contract.c3.subject_id:
+    if contract.c3 is not None and contract.c3.get("subject_id"):
         rules.append("Weave in the guidance of c3 in one sentence.")
     return [ChatMessage(role="system", content=" ".join(rules)),
-            ChatMessage(role="user", content=f"Contract: {contract.render()}")]
+            ChatMessage(role="user", content=f"Contract: {sgc_view(contract, max_items)}")]

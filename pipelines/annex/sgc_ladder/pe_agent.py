@@ -2,7 +2,7 @@
 
 One ``orchestrator`` call returns the whole plan (JSON: a list of
 ``{"tool", "args"}``), the tools run one after the other, then one ``generator``
-call writes the reply from the same :class:`ReplyContract` the SGC rungs use
+call writes the reply from the same forward contract the SGC rungs use
 (without c1 / c2 / c3). Nothing streams before the reply: the first token is
 the first reply token. The reply is audited (not guarded) so the ladder's
 delivered-violation counts compare side by side.
@@ -19,15 +19,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipelines.annex.sgc_ladder.contract import (
-    ReplyContract,
     SgcSettings,
-    observation_view,
+    ladder_contract,
     plan_messages,
 )
-from pipelines.annex.sgc_ladder.guard import guard_gate
 from pipelines.core.ports import LiveStateTools
 from pipelines.domains.coach import SNAPSHOT_KEYS, TOOL_NAMES
-from pipelines.domains.coach.judge import ReplyJudge
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
 from pipelines.protocols import ModelCall, ModelClient, StructuredOutput
@@ -38,7 +35,7 @@ from pipelines.turn import TurnContext
 
 from .counters import SgcCounters, sgc_fallback
 from .pipeline import audit_facts_result
-from .steps import Generation, call_tool, collect, next_turn_index
+from .steps import call_tool, collect, next_turn_index, reply_step
 
 __all__ = ["plan_schema", "parse_plan", "PlanExecutePipeline"]
 
@@ -126,26 +123,11 @@ class PlanExecutePipeline:
                         for o in observations])
             meta.update(plan=[c.tool for c in plan],
                         tools=[{"tool": o.tool, "ok": o.ok, "error_code": o.error_code} for o in observations])
-            contract = ReplyContract(locale=ctx.request.locale, user_text=ctx.request.text, state=state,
-                                     observations=[observation_view(o, s.max_list_items) for o in observations])
-            emit("sgc.contract", contract=contract.model_dump(mode="json", exclude_none=True))
+            contract = ladder_contract(ctx, state, observations)
             facts = await audit_facts_result(audit) if audit is not None else None
-            gate = None
-            if facts is not None:
-                gate = guard_gate(ReplyJudge(facts, contract.render(), contract.c2), self.counters, emit, mode="observe",
-                                 safe_unowned=s.safe_unowned, safe_contradiction=s.safe_contradiction)
-            gen = Generation(self.models, s, self.counters, emit)
-            t2 = self.clock()
-            with stage_span("generate", role="generator", turn_id=ctx.turn_id):
-                async for event in gen.run(contract, gate):
-                    yield event
-            ctx.stage_ms["generate"] = (self.clock() - t2) * 1000
-            if gen.failed:
-                meta["fallback"] = "model_error"
-                ctx.status = "fallback"
-            meta["guard"] = gate.summary() if gate is not None else None
-            emit("stage.generate", role="generator", ms=round(ctx.stage_ms["generate"], 3),
-                 reply_chars=len(gen.text))
+            async for event in reply_step(ctx, contract, facts, meta, models=self.models, settings=s,
+                                          counters=self.counters, emit=emit, mode="observe", clock=self.clock):
+                yield event
         finally:
             if audit is not None and not audit.done():
                 audit.cancel()

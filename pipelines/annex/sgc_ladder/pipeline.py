@@ -8,7 +8,7 @@
     tools                  the frozen set's results (dispatched during the stream)
     Grounding.finish       kernels.ground → c2 (conflicts + paragraph plan)
     run_w3 (sgc_full)      kernels.schedule → c3 (guidance pick) and ctx.meta["w3"] (AnswerMeta)
-    Generation             generator writes from the ReplyContract; W2+: every sentence passes the
+    Generation             generator writes from the forward contract; W2+: every sentence passes the
                            post-guard (withheld → safe wording); lower rungs: audited, counted only
 
 ``ctx.meta["sgc"]`` holds: pipeline, turn_index, rules_version, c1, phi, dispatch,
@@ -23,25 +23,23 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
-from pipelines.annex.sgc_ladder.contract import ReplyContract, SgcSettings, observation_view
-from pipelines.annex.sgc_ladder.guard import guard_gate
+from pipelines.annex.sgc_ladder.contract import SgcSettings, ladder_contract
 from pipelines.core.contract import C1
 from pipelines.core.ports import LiveStateTools, RuleKernels, W1Tables
 from pipelines.domains.coach import FILL_KEYS, PREWARM_KEYS
-from pipelines.domains.coach.judge import ReplyJudge
 from pipelines.domains.coach.runner import CoachFacts
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
 from pipelines.protocols import ModelClient
-from pipelines.sgc.w1_grammar import grammar
+from pipelines.sgc.w1 import SubIntentParsed
 from pipelines.sgc.w3 import HISTORY_WINDOW
 from pipelines.telemetry import annotate, stage_span
 from pipelines.turn import TurnContext
 
 from .counters import SgcCounters, sgc_fallback
 from .grounding import Grounding, run_w3
-from .perception import Perception, W1Bundle
-from .steps import Generation, next_turn_index
+from .perception import LadderW1, W1Bundle
+from .steps import next_turn_index, reply_step
 
 __all__ = ["SgcLevel", "SgcPipeline", "audit_facts_result"]
 
@@ -74,8 +72,7 @@ class SgcPipeline:
         if self._bundle is None or self._bundle.tables.version != version:
             raw = await self.kernels.w1_tables()
             t = raw if isinstance(raw, W1Tables) else W1Tables.model_validate(raw)
-            g = grammar(list(t.labels), t.labels, t.tools, narration_max_chars=self.settings.narration_max_chars)
-            self._bundle = W1Bundle(tables=t, grammar=g, index=t.phi.index())
+            self._bundle = W1Bundle(tables=t, index=t.phi.index())
         return self._bundle
 
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
@@ -92,13 +89,14 @@ class SgcPipeline:
         meta["rules_version"] = bundle.tables.version
         holder: dict[str, Grounding] = {}
 
-        def on_c1(c1: C1) -> None:
+        def on_c1(ev: SubIntentParsed) -> None:
+            c1 = C1(intent=ev.intent, sub_intent=ev.sub_intent)
             meta["c1"] = c1.model_dump()
             if self.w2:
                 holder["w2"] = Grounding(ctx, c1, models=self.models, tools=self.tools, kernels=self.kernels,
                                          counters=self.counters, settings=s, emit=emit, clock=self.clock)
 
-        w1 = Perception(ctx, bundle, models=self.models, tools=self.tools, counters=self.counters, settings=s,
+        w1 = LadderW1(ctx, bundle, models=self.models, tools=self.tools, counters=self.counters, settings=s,
                         turn_index=turn_index, prewarm_keys=self.prewarm_keys, fill_keys=self.fill_keys,
                         emit=emit, on_c1=on_c1, clock=self.clock)
         audit_facts = None
@@ -140,18 +138,16 @@ class SgcPipeline:
                  calls=[{"tool": o.tool, "args": o.args, "ok": o.ok, "error_code": o.error_code}
                         for o in result.observations])
             c1 = C1(intent=outcome.result.intent, sub_intent=outcome.result.sub_intent)
-            contract = ReplyContract(
-                locale=ctx.request.locale, user_text=ctx.request.text, narration=outcome.result.narration,
-                state=result.snapshot.values(), c1=c1,
-                observations=[observation_view(o, s.max_list_items) for o in result.observations],
-            )
+            contract = ladder_contract(ctx, result.snapshot.values(), result.observations,
+                                       narration=outcome.result.narration, c1=c1)
             facts: CoachFacts | None = None
             slots = None
+            w2_c2 = None
             if self.w2:
                 with stage_span("w2", turn_id=ctx.turn_id):  # slot extraction + the W2 kernels
                     w2 = await holder["w2"].finish()
                 ctx.stage_ms["w2"] = w2.ms
-                facts, slots = w2.facts, w2.slots
+                facts, slots, w2_c2 = w2.facts, w2.slots, w2.c2
                 if facts is None:
                     async for event in self._fallback(ctx, meta, emit, "facts_unavailable", "facts"):
                         yield event
@@ -164,7 +160,7 @@ class SgcPipeline:
                                   "repairs": [r.model_dump() for r in w2.grounding.repairs],
                                   "conflicts": [c.model_dump() for c in w2.grounding.conflicts],
                                   "plan": [p.model_dump() for p in w2.grounding.plan.paragraphs]}
-                contract = contract.model_copy(update={"c2": w2.c2})
+                contract = contract.model_copy(update={"c2": w2.c2.model_dump() if w2.c2 else None})
             if self.w3:
                 with stage_span("w3", turn_id=ctx.turn_id):  # the W3 guidance kernel
                     w3 = await run_w3(ctx, c1, slots, result.observations, result.snapshot.values(), turn_index,
@@ -173,28 +169,13 @@ class SgcPipeline:
                 ctx.stage_ms["w3"] = w3.ms
                 ctx.meta["w3"] = w3.meta.model_dump(mode="json")
                 meta["w3_inputs"] = w3.inputs
-                contract = contract.model_copy(update={"c3": w3.c3})
+                contract = contract.model_copy(update={"c3": w3.c3.model_dump()})
             if facts is None and audit_facts is not None:
                 facts = await audit_facts_result(audit_facts)
-            emit("sgc.contract", contract=contract.model_dump(mode="json", exclude_none=True))
-            gate = None
-            if facts is not None:
-                gate = guard_gate(ReplyJudge(facts, contract.render(), contract.c2), self.counters, emit,
-                                 mode="enforce" if self.w2 else "observe",
-                                 safe_unowned=s.safe_unowned, safe_contradiction=s.safe_contradiction)
-            gen = Generation(self.models, s, self.counters, emit)
-            t2 = self.clock()
-            with stage_span("generate", role="generator", turn_id=ctx.turn_id):
-                async for event in gen.run(contract, gate):
-                    yield event
-            ctx.stage_ms["generate"] = (self.clock() - t2) * 1000
-            if gen.failed:
-                meta["fallback"] = meta["fallback"] or "model_error"
-                ctx.status = "fallback"
-            meta["guard"] = gate.summary() if gate is not None else None
-            emit("sgc.post_guard", decision="summary", **(meta["guard"] or {"mode": "off"}))
-            emit("stage.generate", role="generator", ms=round(ctx.stage_ms["generate"], 3),
-                 reply_chars=len(gen.text))
+            async for event in reply_step(ctx, contract, facts, meta, models=self.models, settings=s,
+                                          counters=self.counters, emit=emit, c2=w2_c2, summary=True,
+                                          mode="enforce" if self.w2 else "observe", clock=self.clock):
+                yield event
         finally:
             w1.cancel()
             if "w2" in holder:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
 
-from pipelines.annex.sgc_ladder.contract import ReplyContract, SgcSettings, generator_messages
+from pipelines.annex.sgc_ladder.contract import SgcSettings, generator_messages, sgc_view
+from pipelines.annex.sgc_ladder.guard import guard_gate
+from pipelines.core.contract import C2, ForwardContract
+from pipelines.core.generate import guarded_sentences
 from pipelines.core.ports import LiveStateTools, ToolCallResult, ToolSession
+from pipelines.domains.coach.judge import ReplyJudge
+from pipelines.domains.coach.runner import CoachFacts
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
 from pipelines.gate import SentenceGate
@@ -14,11 +21,13 @@ from pipelines.guardrails import SentenceSplitter
 from pipelines.protocols import ModelCall, ModelClient, TurnRecord
 from pipelines.sgc.w1 import ToolCall
 from pipelines.spans import tool_span
+from pipelines.telemetry import stage_span
 from pipelines.tools import ToolObservation
+from pipelines.turn import TurnContext
 
 from .counters import SgcCounters, sgc_fallback
 
-__all__ = ["next_turn_index", "call_tool", "collect", "Generation"]
+__all__ = ["next_turn_index", "call_tool", "collect", "Generation", "reply_step"]
 
 
 def next_turn_index(history: list[TurnRecord]) -> int:
@@ -69,35 +78,25 @@ class Generation:
         self.failed = False
         self.text = ""
 
-    def call(self, contract: ReplyContract) -> ModelCall:
+    def call(self, contract: ForwardContract) -> ModelCall:
         s = self.s
-        return ModelCall(messages=generator_messages(contract), max_tokens=s.max_reply_tokens,
+        return ModelCall(messages=generator_messages(contract, s.max_list_items), max_tokens=s.max_reply_tokens,
                          temperature=s.temperature, seed=s.seed)
 
-    async def run(self, contract: ReplyContract, gate: SentenceGate | None) -> AsyncIterator[ReplyDelta]:
+    async def run(self, contract: ForwardContract, gate: SentenceGate | None) -> AsyncIterator[ReplyDelta]:
         """Yield the reply; on a model failure before any text, the fallback reply (``failed`` is set)."""
         parts: list[str] = []
-        guarded = gate is not None and gate.mode == "enforce"
-        splitter = SentenceSplitter()
+        call = self.call(contract)
         try:
-            async for delta in self.models.stream("generator", self.call(contract)):
-                if not delta:
-                    continue
-                if not guarded:
-                    parts.append(delta)
-                    yield ReplyDelta(text=delta)
-                    continue
-                for sentence in splitter.feed(delta):
-                    out = await gate.release(sentence)  # type: ignore[union-attr]
-                    if out is not None:
-                        parts.append(("" if not parts else " ") + out)
-                        yield ReplyDelta(text=parts[-1])
-            if guarded:
-                for sentence in splitter.flush():
-                    out = await gate.release(sentence)  # type: ignore[union-attr]
-                    if out is not None:
-                        parts.append(("" if not parts else " ") + out)
-                        yield ReplyDelta(text=parts[-1])
+            if gate is not None and gate.mode == "enforce":
+                async for out in guarded_sentences(self.models, call, gate):
+                    parts.append(("" if not parts else " ") + out)
+                    yield ReplyDelta(text=parts[-1])
+            else:
+                async for delta in self.models.stream("generator", call):
+                    if delta:
+                        parts.append(delta)
+                        yield ReplyDelta(text=delta)
         except UpstreamError as exc:
             self.failed = True
             sgc_fallback(self.counters, "model_error")
@@ -111,3 +110,30 @@ class Generation:
             audit = SentenceSplitter()
             for sentence in audit.feed(self.text) + audit.flush():
                 await gate.release(sentence)
+
+
+async def reply_step(ctx: TurnContext, contract: ForwardContract, facts: CoachFacts | None, meta: dict[str, Any], *,
+                     models: ModelClient, settings: SgcSettings, counters: SgcCounters, emit: Callable[..., None],
+                     mode: Literal["enforce", "observe"], c2: C2 | None = None, summary: bool = False,
+                     clock: Callable[[], float] = time.perf_counter) -> AsyncIterator[ReplyDelta]:
+    """A ladder turn's reply: the contract logged, the coach judge's gate over the live facts (enforced, or
+    audited on the unguarded rungs), the generator through it; the stage timed, ``meta`` written."""
+    s = settings
+    emit("contract.forward", contract=contract.model_dump(mode="json"))
+    gate = None
+    if facts is not None:
+        gate = guard_gate(ReplyJudge(facts, sgc_view(contract, s.max_list_items), c2), counters, emit, mode=mode,
+                          safe_unowned=s.safe_unowned, safe_contradiction=s.safe_contradiction)
+    gen = Generation(models, s, counters, emit)
+    t0 = clock()
+    with stage_span("generate", role="generator", turn_id=ctx.turn_id):
+        async for event in gen.run(contract, gate):
+            yield event
+    ctx.stage_ms["generate"] = (clock() - t0) * 1000
+    if gen.failed:
+        meta["fallback"] = meta.get("fallback") or "model_error"
+        ctx.status = "fallback"
+    meta["guard"] = gate.summary() if gate is not None else None
+    if summary:
+        emit("sgc.post_guard", decision="summary", **(meta["guard"] or {"mode": "off"}))
+    emit("stage.generate", role="generator", ms=round(ctx.stage_ms["generate"], 3), reply_chars=len(gen.text))

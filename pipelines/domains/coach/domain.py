@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipelines.core.contract import C2, ForwardContract, compact
+from pipelines.core.contract import C2, EligibleAction, ForwardContract, compact
 from pipelines.domain import CardSpec, DomainTexts, TurnFacts
 from pipelines.sgc.w2 import (
     LiveFacts,
@@ -93,6 +93,9 @@ class DomainPack:
     )
     conflict_kinds: Sequence[str] = CONFLICT_KINDS
     branch_of_intent: Mapping[str, str] = BRANCH_OF_INTENT
+    entity_kind: str | None = None  # a coach change names no record of the user's (it has no writes)
+    transfer_tool: str | None = None
+    transfer_reasons: Mapping[str, str] = {}
 
     def __init__(self, seed: int = 7) -> None:
         self._registry = build_registry()
@@ -211,6 +214,13 @@ class DomainPack:
 
     def policy_lines(self, tool: str | None) -> Sequence[str]:
         return ("Only recommend creatures and skills the user owns.",)
+
+    def refusal_line(self, refusal: Mapping[str, Any], title: str, contract: ForwardContract) -> str:
+        why = self.texts.refusals.get(str(refusal.get("reason")), "") or "it is not allowed here"
+        return f"I can't {title.lower()}: {why}."
+
+    def executed_lines(self, action: EligibleAction, contract: ForwardContract) -> list[str]:
+        return []  # the coach has no write tools
 
     def entity_names(self, facts: TurnFacts) -> list[str]:
         return self.species + self.skills + self.opponents

@@ -22,6 +22,7 @@ from .cards import ACTION_CARDS, ActionCard, get_card
 from .eligibility import REASONS, authenticate
 from .generator import FIXTURES, generate_world
 from .help import HELP_ARTICLES, HelpArticle, classify_question, search_help_articles
+from .labels import CARD_INTENT_LABELS as INTENT_LABELS
 from .pack import SupportPack
 from .tools import (
     LOOKUP_TOOLS,
@@ -61,17 +62,6 @@ __all__ = [
     "LOOKUP_TOOLS",
 ]
 
-INTENT_LABELS: tuple[str, ...] = (
-    "order_status",
-    "cancel",
-    "return",
-    "exchange",
-    "modify",
-    "account",
-    "policy_question",
-    "human",
-    "other",
-)
 
 #: The support pack (one object behind :class:`pipelines.domain.Domain`, also what DR reads).
 SupportDomain = SupportPack

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
+__all__ = ["CARD_INTENT_LABELS", 
     "W1_LABELS",
     "CARD_INTENTS",
     "ACCOUNT_INTENTS",
@@ -143,3 +143,16 @@ def sub_intent_prior(text: str, intent: str) -> list[str] | None:
 def cards_for(intent: str, sub_intent: str) -> tuple[str, ...]:
     """The write cards a perceived (intent, sub-intent) may offer (empty: none)."""
     return CARD_INTENTS.get(f"{intent}/{sub_intent}") or CARD_INTENTS.get(intent, ())
+
+#: The coarse intents of the action cards (``ActionCard.intent``).
+CARD_INTENT_LABELS: tuple[str, ...] = (
+    "order_status",
+    "cancel",
+    "return",
+    "exchange",
+    "modify",
+    "account",
+    "policy_question",
+    "human",
+    "other",
+)

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.domain import CardSpec, DomainTexts, TurnFacts
+from pipelines.domain import CardSpec, DomainTexts, EligibleAction, ForwardContract, TurnFacts
 from pipelines.errors import ConfigError, TandemError
 from pipelines.grounding import CandidateSet
 from pipelines.guardrails.ids import extract_ids, walk_strings
@@ -39,6 +39,7 @@ from .help import HELP_ARTICLES, classify_question, search_help_articles
 from .labels import (
     ACCOUNT_INTENTS,
     BRANCH_OF_INTENT,
+    CARD_INTENT_LABELS,
     CONFLICT_KINDS,
     TRANSFER_REASONS,
     W1_LABELS,
@@ -120,6 +121,7 @@ class SupportPack:
     generator_persona = GENERATOR_PERSONA
     conflict_kinds: Sequence[str] = CONFLICT_KINDS
     branch_of_intent: Mapping[str, str] = BRANCH_OF_INTENT
+    entity_kind: str | None = "order_id"
     lookup_tools: frozenset[str] = LOOKUP_TOOLS
     write_tools: frozenset[str] = WRITE_TOOLS
     open_reads: tuple[str, ...] = OPEN_READS
@@ -132,9 +134,7 @@ class SupportPack:
     @property
     def intents(self) -> tuple[str, ...]:
         """The coarse intent labels of the action cards (``ActionCard.intent``)."""
-        from . import INTENT_LABELS
-
-        return INTENT_LABELS
+        return CARD_INTENT_LABELS
 
     @staticmethod
     def generate_world(seed: int = 7) -> Any:
@@ -263,6 +263,23 @@ class SupportPack:
             out.append(f"{src.title}: {src.snippet.split('. ')[0].rstrip('.')}.")
         return out
 
+    def refusal_line(self, refusal: Mapping[str, Any], title: str, contract: ForwardContract) -> str:
+        """"I can't <title> for order <id>: <why>." with the order's observed status."""
+        oid = refusal.get("entity") or ""
+        status = contract.user_state.get(f"order.{oid}.status", "not eligible")
+        why = _fmt(self.texts.refusals.get(str(refusal.get("reason")), ""), status=status) or "it is not allowed here"
+        where = f" for order {oid}" if oid else ""
+        return f"I can't {title.lower()}{where}: {why}."
+
+    def executed_lines(self, action: EligibleAction, contract: ForwardContract) -> list[str]:
+        """Done (an order change, or a profile change), then the states of the orders observed."""
+        t = self.texts.templates
+        out = [t["executed" if action.params.get("order_id") else "executed_account"]]
+        for key, value in contract.user_state.items():
+            if key.startswith("order.") and key.endswith(".status"):
+                out.append(_fmt(t["order_state"], order_id=key[6:-7], status=value))
+        return [o for o in out if o]
+
     def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
         """None: a support answer is the generator's (its facts are order states and articles)."""
         return []
@@ -348,6 +365,13 @@ class SupportPack:
 
     def w3_candidates(self, facts: TurnFacts) -> list[dict[str, Any]]:
         return []
+
+
+def _fmt(text: str, **fields: Any) -> str:
+    try:
+        return text.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        return ""
 
 
 def load_support_rule_tables(data: Any | None = None) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pipelines.domain import DomainTexts
 
-__all__ = ["SUPPORT_TEXTS", "ORCHESTRATOR_POLICY", "GENERATOR_PERSONA", "GUIDANCE", "REFUSALS"]
+__all__ = ["SUPPORT_TEXTS", "IDENTITY_QUESTION", "ORCHESTRATOR_POLICY", "GENERATOR_PERSONA", "GUIDANCE", "REFUSALS"]
 
 ORCHESTRATOR_POLICY = (
     "You are the orchestrator of a retail customer-support assistant.\n"
@@ -53,6 +53,9 @@ REFUSALS: dict[str, str] = {
     "not_authenticated": "I need to verify your identity first",
 }
 
+IDENTITY_QUESTION = ("To get started, could you share the email address on your account, or your first "
+                     "and last name and your zip code?")
+
 SUPPORT_TEXTS = DomainTexts(
     safe_ack="Let me look into that for you.",
     narration_completion="look into that for you.",
@@ -63,8 +66,7 @@ SUPPORT_TEXTS = DomainTexts(
     handoff="YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.",
     declined="Okay, I won't make that change. Is there anything else I can help with?",
     clarify={
-        "identity": ("To get started, could you share the email address on your account, or your first "
-                     "and last name and your zip code?"),
+        "identity": IDENTITY_QUESTION,
         "order": "Which order do you mean? Please share the order number; it starts with #W.",
         "choose": "Which order do you mean: {options}?",
         "item": "Which item of the order do you mean?",
@@ -95,6 +97,8 @@ SUPPORT_TEXTS = DomainTexts(
         "order_state": "Order {order_id} is {status}.",
         "answer": "Here is what I found.",
         "not_found": "I couldn't find an account with those details. Could you check them?",
+        "conflict:identity_not_found": "I couldn't find an account with those details. Could you check them?",
+        "conflict:identity_unverified": IDENTITY_QUESTION,
     },
     guidance=GUIDANCE,
     refusals=REFUSALS,

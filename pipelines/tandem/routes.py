@@ -1,0 +1,65 @@
+"""The tandem turn's deterministic routes: decided by code from the pre-guard and the pending card.
+
+::
+
+    human / safety topic         → escalate with the reason code (the transfer tool runs)
+    blocked by the pre-guard     → fallback ``guardrail_block``
+    pending card + "yes"         → the confirmed write, once (checkpointed before the reply)
+    pending card + "no"          → declined (the pack's ``declined`` text)
+    pending card + anything else → dropped; W1 and the orchestrator decide
+
+:func:`route` returns ``None`` when no route applies.
+"""
+
+from __future__ import annotations
+
+from pipelines.core.fallback import Stop, fallback
+from pipelines.core.outcome import Outcome
+
+from .state import META_KEY, TandemState
+
+__all__ = ["route", "decided_by_route"]
+
+
+def decided_by_route(st: TandemState) -> bool:
+    """Whether a route decides this turn without W1 (known before anything is recorded)."""
+    assert st.facts is not None
+    pending = st.facts.state.get("pending")
+    return (st.pre.route is not None or st.pre.blocked
+            or bool(pending and st.pre.confirmation in ("affirmative", "negative")))
+
+
+async def route(st: TandemState) -> Outcome | None:
+    """The route's outcome, or ``None`` (see module docstring). A route's failure is a fallback outcome."""
+    assert st.facts is not None and st.orch is not None
+    facts, pre = st.facts, st.pre
+    pending = facts.state.get("pending")
+    try:
+        if pre.route is not None:
+            st.emit("tandem.route", route="escalate", reason_code=pre.route, rule=pre.route_rule)
+            facts.state = {**facts.state, "pending": None}
+            return await st.orch.escalate(pre.route)
+        if pre.blocked:
+            rules = ",".join(h.rule_id for h in pre.hits if h.action == "block")
+            st.emit("tandem.route", route="fallback", reason_code="guardrail_block", rule=rules)
+            return Outcome(path="fallback", fallback=fallback("guardrail_block", rules))
+        if pending and pre.confirmation == "affirmative":
+            st.emit("tandem.route", route="execute_pending", reason_code="confirmed", rule=pending["card_id"])
+            facts.state = {**facts.state, "pending": None}
+            outcome = await st.orch.execute_pending(pending)
+            if outcome.executed is not None:  # recorded before the reply is generated
+                st.ctx.mark_side_effect(f"{pending['card_id']}:{pending.get('turn_id', '')}")
+                st.ctx.meta[META_KEY] = {**st.meta, "state": facts.state, "executed": pending["card_id"]}
+                await st.ctx.checkpoint()
+            return outcome
+        if pending and pre.confirmation == "negative":
+            st.emit("tandem.route", route="decline_pending", reason_code="declined", rule=pending["card_id"])
+            facts.state = {**facts.state, "pending": None}
+            st.intent, st.sub_intent = "declined", "pending"
+            return Outcome(path="answer")
+        if pending:
+            st.emit("tandem.route", route="drop_pending", reason_code="not_confirmed", rule=pending["card_id"])
+            facts.state = {**facts.state, "pending": None}
+        return None
+    except Stop as stop:
+        return Outcome(path="fallback", fallback=stop.fallback)

@@ -1,0 +1,249 @@
+"""The shape of ``pipelines/``, pinned: a neutral core, the tandem turn on it, the rungs in an annex.
+
+* the core (``pipelines/core``) imports no domain pack and no pipeline family;
+* the ``tandem`` turn imports no family and no pack — the ``Domain`` protocol alone;
+* the import graph of ``pipelines/`` — every import, at module level and inside functions, so a
+  function-level import cannot hide a loop — has no circle;
+* no arrow runs back up the layers: foundation < kernels (``sgc``) < core < the pack API
+  (``pipelines.domain``) < packs < families (``tandem``, ``annex``) < the kind registry;
+* no second copy of a mechanism: no run of six significant lines stands twice in ``pipelines/``
+  (data tables aside).
+
+The checkers are tested too: a planted circle, arrow and copy must be found.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINES = ROOT / "pipelines"
+
+
+# -- the import graph ---------------------------------------------------------------------------
+
+
+def modules(root: Path, package: str = "pipelines") -> dict[str, Path]:
+    """Dotted module name → file, for every module of ``package`` under ``root``."""
+    out: dict[str, Path] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str | None:
+    if node.level == 0:
+        return node.module
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def graph(root: Path, package: str = "pipelines") -> dict[str, set[str]]:
+    """Module → the modules of the package it imports (anywhere in the file)."""
+    mods = modules(root, package)
+    edges: dict[str, set[str]] = defaultdict(set)
+    for mod, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(mod, node, path.name == "__init__.py")
+                if base is None:
+                    continue
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            for target in targets:
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target and target != mod:
+                    edges[mod].add(target)
+        edges.setdefault(mod, set())
+    return dict(edges)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+#: The layers, lowest first: a module may import its own layer and the ones below (families: only their own).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("kernels", ("pipelines.sgc",)),
+    ("core", ("pipelines.core",)),
+    ("pack api", ("pipelines.domain",)),
+    ("packs", ("pipelines.domains",)),
+    ("families", ("pipelines.tandem", "pipelines.annex")),
+    ("registry", ("pipelines.registry",)),
+]
+FAMILIES = ("pipelines.tandem", "pipelines.annex")
+
+
+def _under(mod: str, prefix: str) -> bool:
+    return mod == prefix or mod.startswith(prefix + ".")
+
+
+def layer(mod: str) -> int:
+    """The layer of a module (0: the foundation, every module not named in :data:`LAYERS`)."""
+    for i, (_, prefixes) in enumerate(LAYERS, start=1):
+        if any(_under(mod, p) for p in prefixes):
+            return i
+    return 0
+
+
+def family(mod: str) -> str | None:
+    return next((f for f in FAMILIES if _under(mod, f)), None)
+
+
+def arrows_up(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a higher layer, or of another family."""
+    bad = []
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            if layer(b) > layer(a) or (family(a) and family(b) and family(a) != family(b)):
+                bad.append(f"{a} -> {b}")
+    return bad
+
+
+def test_the_graph_checker_finds_a_circle_and_an_arrow_up(tmp_path: Path) -> None:
+    pkg = tmp_path / "pipelines"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("from pipelines.core import b\n")
+    (pkg / "core" / "b.py").write_text("def f():\n    from . import a\n    import pipelines.tandem.x\n")
+    (pkg / "tandem").mkdir()
+    (pkg / "tandem" / "__init__.py").write_text("")
+    (pkg / "tandem" / "x.py").write_text("from pipelines.annex import y\n")
+    (pkg / "annex").mkdir()
+    (pkg / "annex" / "__init__.py").write_text("")
+    (pkg / "annex" / "y.py").write_text("")
+    edges = graph(tmp_path)
+    assert cycles(edges) == [["pipelines.core.a", "pipelines.core.b"]]  # through a function-level import
+    assert arrows_up(edges) == ["pipelines.core.b -> pipelines.tandem.x",
+                                "pipelines.tandem.x -> pipelines.annex.y"]
+
+
+def test_the_import_graph_of_pipelines_has_no_circle() -> None:
+    assert cycles(graph(ROOT)) == []
+
+
+def test_no_arrow_runs_back_up_the_layers() -> None:
+    assert arrows_up(graph(ROOT)) == []
+
+
+def test_the_core_imports_no_pack_and_no_family() -> None:
+    edges = graph(ROOT)
+    bad = [f"{a} -> {b}" for a in edges if _under(a, "pipelines.core") for b in edges[a]
+           if layer(b) >= layer("pipelines.domains")]
+    assert bad == []
+
+
+def test_the_tandem_turn_imports_no_family_and_no_pack() -> None:
+    edges = graph(ROOT)
+    tandem = [a for a in edges if _under(a, "pipelines.tandem")]
+    assert tandem, "the tandem package is where the layout says"
+    bad = [f"{a} -> {b}" for a in tandem for b in edges[a]
+           if _under(b, "pipelines.annex") or _under(b, "pipelines.domains") or b == "pipelines.registry"]
+    assert bad == []
+
+
+# -- copies ---------------------------------------------------------------------------------------
+
+WINDOW = 6
+_IMPORT = re.compile(r"^(from\s+\S+\s+import\b|import\s)")
+
+#: Runs that may repeat: data tables and declarations whose repetition is their content.
+ALLOWED: dict[str, str] = {
+    "pipelines/turn.py": "start() and run() are the runner's two entry points with the same keyword parameters",
+    "pipelines/errors.py": "the error table: one class per row",
+    "pipelines/domains/": "domain data: tool specs, cards, help articles, world models",
+}
+
+
+def significant(path: Path) -> list[tuple[int, str]]:
+    """``(line number, text)`` of the lines that carry code: no blank, comment, import or bracket-only line,
+    whitespace folded."""
+    out = []
+    for n, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = " ".join(raw.strip().split())
+        if not line or line.startswith("#") or _IMPORT.match(line) or sum(c.isalnum() for c in line) < 3:
+            continue
+        out.append((n, line))
+    return out
+
+
+def copies(files: list[Path], root: Path) -> list[str]:
+    """Every run of :data:`WINDOW` significant lines that stands in two places (non-overlapping)."""
+    seen: dict[str, tuple[str, int]] = {}
+    out: list[str] = []
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        lines = significant(path)
+        for i in range(len(lines) - WINDOW + 1):
+            key = hashlib.sha1("\n".join(t for _, t in lines[i:i + WINDOW]).encode()).hexdigest()
+            start = lines[i][0]
+            first = seen.get(key)
+            if first is None:
+                seen[key] = (rel, start)
+            elif first[0] != rel or abs(first[1] - start) >= WINDOW:
+                out.append(f"{rel}:{start} repeats {first[0]}:{first[1]}")
+    return out
+
+
+def _allowed(line: str) -> bool:
+    a, _, b = line.partition(" repeats ")
+    return all(any(x.startswith(prefix) for prefix in ALLOWED) for x in (a, b))
+
+
+def test_the_copy_finder_finds_a_copied_run(tmp_path: Path) -> None:
+    body = "\n".join(f"value_{i} = compute({i}, factor)" for i in range(7))
+    (tmp_path / "one.py").write_text("import os\n\n" + body + "\n")
+    (tmp_path / "two.py").write_text("# a comment\n" + body.replace("    ", "\t") + "\nother = 1\n")
+    (tmp_path / "three.py").write_text("\n".join(f"value_{i} = compute({i}, factor)" for i in range(5)) + "\n")
+    found = copies(sorted(tmp_path.glob("*.py")), tmp_path)
+    assert found and all(f.startswith("two.py") and "one.py" in f for f in found)
+
+
+def test_no_mechanism_stands_twice_in_pipelines() -> None:
+    found = [f for f in copies(sorted(PIPELINES.rglob("*.py")), ROOT) if not _allowed(f)]
+    assert found == []
