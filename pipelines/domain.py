@@ -10,7 +10,7 @@ writes its session facts through :class:`TurnFacts`; its tool backend is run by 
 
 from __future__ import annotations
 
-from pipelines.core.contract import EligibleAction, ForwardContract, ObservationRecord
+from pipelines.core.contract import EligibleAction, ForwardContract, ObservationRecord, PendingCard
 from pipelines.core.domain import CardSpec, Domain, DomainTexts, TurnFacts
 from pipelines.core.ports import LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
 from pipelines.core.runner import LocalToolRunner, ToolBackend, ToolOutcome
@@ -24,6 +24,7 @@ __all__ = [
     "TurnFacts",
     "ForwardContract",
     "EligibleAction",
+    "PendingCard",
     "ObservationRecord",
     "ToolRegistry",
     "ToolSpec",

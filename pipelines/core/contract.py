@@ -37,6 +37,7 @@ __all__ = [
     "C3",
     "SourceRef",
     "ObservationRecord",
+    "PendingCard",
     "EligibleAction",
     "ForwardContract",
     "Rendering",
@@ -106,6 +107,17 @@ class ObservationRecord(_Contract):
     reason: str | None = None
     summary: str = ""
     result: dict[str, Any] | None = None
+
+
+class PendingCard(_Contract):
+    """An action card shown to the user, awaiting an explicit yes: the write exactly as shown."""
+
+    card_id: str
+    title: str
+    tool: str
+    args: dict[str, Any] = Field(..., description="Redacted arguments (PII as placeholders).")
+    digests: dict[str, str] = Field(default_factory=dict, description="Placeholder -> hash of its value.")
+    turn_id: str = Field("", description="The turn that showed the card (part of the write's idempotency key).")
 
 
 class EligibleAction(_Contract):

@@ -27,12 +27,24 @@ from pipelines.spans import guard_span
 from pipelines.telemetry import annotate
 from pipelines.turn import TurnContext
 
+from .outcome import Emit
 from .ports import Guardrails
 from .state import TurnState
 
-__all__ = ["open_turn", "pre_decision"]
+__all__ = ["open_turn", "pre_decision", "emitter"]
 
 S = TypeVar("S", bound=TurnState)
+
+
+def emitter(ctx: TurnContext, pipeline: str, vault: Vault | None = None) -> Emit:
+    """The turn's event log: the turn id and pipeline added, personal fields masked, the vault's values
+    (when the turn has one) replaced by their placeholders."""
+    def emit(kind: str, /, **fields: Any) -> None:
+        masked = mask_pii_fields(fields)
+        ctx.sink.emit(kind, turn_id=ctx.turn_id, pipeline=pipeline,
+                      **(vault.redact_obj(masked) if vault is not None else masked))
+
+    return emit
 
 
 def pre_decision(blocked: bool, route: str | None) -> str:
@@ -54,9 +66,7 @@ async def open_turn(ctx: TurnContext, guardrails: Guardrails, counters: Counters
         guard.decision(pre_decision(pre.blocked, pre.route), kinds=[h.rule_id for h in pre.hits], output=pre.text)
     annotate(input=pre.text)  # the turn span: the user's text as the event log has it (redacted)
     vault = Vault.from_entries(pre.vault)
-
-    def emit(kind: str, /, **fields: Any) -> None:
-        ctx.sink.emit(kind, turn_id=ctx.turn_id, pipeline=pipeline, **vault.redact_obj(mask_pii_fields(fields)))
+    emit = emitter(ctx, pipeline, vault)
 
     counters.guard("pre", pre_decision(pre.blocked, pre.route))
     for hit in pre.hits:

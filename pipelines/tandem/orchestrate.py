@@ -35,6 +35,7 @@ from pipelines.core.domain import TurnFacts
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.loop import run_steps
 from pipelines.core.outcome import Outcome
+from pipelines.core.ports import write_key
 from pipelines.core.tools import ToolCaller
 from pipelines.errors import TandemError
 from pipelines.grounding import ungrounded
@@ -45,15 +46,10 @@ from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredO
 from .prompts import observation_line, step_messages
 from .settings import TandemSettings
 
-__all__ = ["Orchestrator", "pending_key"]
+__all__ = ["Orchestrator"]
 
 # Failures of the hop, not of the backend: a confirmed write that met one may have run.
 _LOST = frozenset({"tool_timeout", "tool_error"})
-
-
-def pending_key(session_id: str, pending: dict[str, Any]) -> str:
-    """The idempotency key of a pending card: the session, the card and the turn that showed it."""
-    return f"{session_id}:{pending['card_id']}:{pending.get('turn_id', '')}"
 
 
 class Orchestrator:
@@ -192,7 +188,7 @@ class Orchestrator:
             self._block(0, "pending_drift", detail)
             self.counters.write("refused")
             raise Stop(fallback("inconsistent_observation", f"pending card changed: {detail}"))
-        key = pending_key(self.facts.session_id, pending)
+        key = write_key(self.facts.session_id, pending["card_id"], pending.get("turn_id", ""))
         record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key)
         if not record.ok and record.reason in _LOST:
             # The write may or may not have run: asking again under the same key returns the

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from pipelines.annex.dr.state import (
-    PendingAction,
-    SessionFacts,
-    is_affirmative,
-    is_negative,
-    load_facts,
-)
+from pipelines.annex.dr.state import SessionFacts, is_affirmative, is_negative, load_facts
+from pipelines.core.contract import PendingCard
 from pipelines.core.ports import ToolCallResult
 from pipelines.protocols import TurnRecord
 from pipelines.tools import ToolObservation
 
 LOOKUPS = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
-PENDING = PendingAction(card_id="card.cancel_order", title="Cancel order", tool="cancel_pending_order",
+PENDING = PendingCard(card_id="card.cancel_order", title="Cancel order", tool="cancel_pending_order",
                         args={"order_id": "#W1", "reason": "no longer needed"})
 
 

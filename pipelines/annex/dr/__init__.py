@@ -16,10 +16,11 @@ the pipeline (:mod:`.pipeline`)::
 
 from __future__ import annotations
 
+from pipelines.annex.dr.state import META_KEY, SessionFacts, load_facts
+
 from .inputs import OrchestratorInput, OrchestratorSettings
 from .orchestrator import Orchestrator
 from .pipeline import DRPipeline, DRSettings
-from .state import META_KEY, PendingAction, SessionFacts, load_facts
 
 __all__ = [
     "DRPipeline",
@@ -28,7 +29,6 @@ __all__ = [
     "OrchestratorInput",
     "OrchestratorSettings",
     "SessionFacts",
-    "PendingAction",
     "load_facts",
     "META_KEY",
 ]

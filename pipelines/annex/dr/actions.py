@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from typing import Any, Protocol
 
 from pipelines.annex.dr.inputs import OrchestratorInput
-from pipelines.core.contract import EligibleAction, ObservationRecord
+from pipelines.core.contract import EligibleAction, ObservationRecord, PendingCard
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Emit, Outcome
 from pipelines.core.ports import UNGROUNDED, ToolCallResult, write_key
@@ -26,8 +26,6 @@ from pipelines.guardrails.ids import walk_strings
 from pipelines.guardrails.mid import check_args, check_consistency, check_placeholders
 from pipelines.guardrails.pii import PLACEHOLDER_RE
 from pipelines.guardrails.post import Violation
-
-from .state import PendingAction
 
 __all__ = ["ActionHandler", "LoopHost", "UNGROUNDED_QUESTION"]
 
@@ -78,7 +76,7 @@ class ActionHandler:
         return Outcome(path="escalate", escalation_reason=reason_code)
 
     async def execute_pending(
-        self, inp: OrchestratorInput, emit: Emit, pending: PendingAction, observations: list[ObservationRecord]
+        self, inp: OrchestratorInput, emit: Emit, pending: PendingCard, observations: list[ObservationRecord]
     ) -> Outcome:
         """Run the confirmed write exactly as it was shown; any drift falls back instead."""
         missing = inp.vault.unresolved(pending.args)
@@ -174,7 +172,7 @@ class ActionHandler:
             raise Stop(fallback("no_eligible_action", str(reason)))
         self.o.counters.guard("mid", "pass")
         pids = {m.group(0) for s in walk_strings(args) for m in PLACEHOLDER_RE.finditer(s)}
-        inp.facts.pending_action = PendingAction(
+        inp.facts.pending_action = PendingCard(
             card_id=card.id, title=card.title, tool=card.tool, args=args,
             digests={p: inp.vault.digest(p) or "" for p in sorted(pids)}, turn_id=inp.turn_id,
         )

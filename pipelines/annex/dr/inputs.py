@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipelines.annex.dr.state import SessionFacts
+from pipelines.core.contract import PendingCard
 from pipelines.guardrails.pii import Vault
-
-from .state import PendingAction, SessionFacts
 
 __all__ = ["OrchestratorSettings", "OrchestratorInput"]
 
@@ -39,7 +39,7 @@ class OrchestratorInput:
     vault: Vault
     locale: str = "en"
     history: list[tuple[str, str]] = field(default_factory=list)
-    pending: PendingAction | None = None
+    pending: PendingCard | None = None
     confirmation: str | None = None
     route: str | None = None
     route_rule: str | None = None

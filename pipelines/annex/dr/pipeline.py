@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.annex.dr.state import META_KEY, load_facts
 from pipelines.core.contract import ForwardContract
 from pipelines.core.domain import Domain
 from pipelines.core.epilogue import close, forward, path_event
@@ -48,7 +49,6 @@ from .assemble import build_forward
 from .inputs import OrchestratorInput, OrchestratorSettings
 from .orchestrator import Orchestrator
 from .prompts import generator_messages, scan_prompt_data, scrub
-from .state import META_KEY, load_facts
 
 __all__ = ["DRSettings", "DRPipeline"]
 

@@ -19,12 +19,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.annex.dr.inputs import OrchestratorInput, OrchestratorSettings
+from pipelines.annex.dr.state import SessionFacts
+from pipelines.core.contract import PendingCard
 from pipelines.core.replay import PlaybackModels, PlaybackTools, normalize_events
 from pipelines.counters import Counters
 from pipelines.guardrails.pii import Vault
 
 from .orchestrator import Orchestrator
-from .state import PendingAction, SessionFacts
 
 __all__ = ["ReplayReport", "decision_trace", "replay_turn"]
 
@@ -72,7 +73,7 @@ async def replay_turn(events: Iterable[Any], domain: Any) -> ReplayReport:
     inp = OrchestratorInput(
         session_id=start.get("session_id", ""), turn_id=start["turn_id"], user_text=start["user_text"],
         facts=SessionFacts.model_validate(start["facts"]), vault=vault, locale=start.get("locale", "en"),
-        pending=PendingAction.model_validate(start["pending"]) if start["pending"] else None,
+        pending=PendingCard.model_validate(start["pending"]) if start["pending"] else None,
         confirmation=start["confirmation"], route=start["route"], route_rule=start["route_rule"],
         blocked=start["blocked"], block_rules=list(start["block_rules"]),
     )

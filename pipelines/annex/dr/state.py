@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.core.contract import PendingCard
 from pipelines.core.ports import ToolCallResult, ToolSession
 from pipelines.errors import IneligibleAction, TandemError
 from pipelines.guardrails.ids import extract_ids, walk_strings
@@ -31,7 +32,6 @@ from pipelines.tools import ToolContext
 
 __all__ = [
     "META_KEY",
-    "PendingAction",
     "SessionFacts",
     "load_facts",
     "normalize_reply",
@@ -51,19 +51,6 @@ def one_user_per_session(ctx: ToolContext, user_id: str) -> ToolContext:
     return ctx
 
 
-class PendingAction(BaseModel):
-    """An eligible action card shown to the user, awaiting an explicit yes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    card_id: str
-    title: str
-    tool: str
-    args: dict[str, Any] = Field(..., description="Redacted arguments (PII as placeholders).")
-    digests: dict[str, str] = Field(default_factory=dict, description="Placeholder -> hash of its value.")
-    turn_id: str = ""
-
-
 class SessionFacts(BaseModel):
     """What this session has established, as stored in ``meta["dr"]``."""
 
@@ -74,7 +61,7 @@ class SessionFacts(BaseModel):
     observed_ids: list[str] = Field(default_factory=list)
     mentioned_ids: list[str] = Field(default_factory=list)
     user_order_ids: list[str] = Field(default_factory=list)
-    pending_action: PendingAction | None = None
+    pending_action: PendingCard | None = None
     vault_ids: list[str] = Field(default_factory=list)
 
     def tool_session(

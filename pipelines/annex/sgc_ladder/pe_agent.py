@@ -24,6 +24,7 @@ from pipelines.annex.sgc_ladder.contract import (
     plan_messages,
 )
 from pipelines.core.ports import LiveStateTools
+from pipelines.core.prologue import emitter
 from pipelines.domains.coach import SNAPSHOT_KEYS, TOOL_NAMES
 from pipelines.errors import UpstreamError
 from pipelines.events import ReplyDelta
@@ -82,8 +83,7 @@ class PlanExecutePipeline:
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
         s = self.settings
 
-        def emit(kind: str, /, **fields: Any) -> None:
-            ctx.sink.emit(kind, turn_id=ctx.turn_id, pipeline=self.name, **fields)
+        emit = emitter(ctx, self.name)
 
         meta: dict[str, Any] = ctx.meta.setdefault("sgc", {})
         meta.update(pipeline=self.name, turn_index=next_turn_index(ctx.history), fallback=None)

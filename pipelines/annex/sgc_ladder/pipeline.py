@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pipelines.annex.sgc_ladder.contract import SgcSettings, ladder_contract
 from pipelines.core.contract import C1
 from pipelines.core.ports import LiveStateTools, RuleKernels, W1Tables
+from pipelines.core.prologue import emitter
 from pipelines.domains.coach import FILL_KEYS, PREWARM_KEYS
 from pipelines.domains.coach.runner import CoachFacts
 from pipelines.errors import UpstreamError
@@ -78,8 +79,7 @@ class SgcPipeline:
     async def run(self, ctx: TurnContext) -> AsyncIterator[Any]:
         s = self.settings
 
-        def emit(kind: str, /, **fields: Any) -> None:
-            ctx.sink.emit(kind, turn_id=ctx.turn_id, pipeline=self.name, **fields)
+        emit = emitter(ctx, self.name)
 
         turn_index = next_turn_index(ctx.history)
         meta: dict[str, Any] = ctx.meta.setdefault("sgc", {})

@@ -18,12 +18,13 @@ Typical wiring::
 
 from __future__ import annotations
 
+from pipelines.domains.support.pack import SupportPack
+
 from .cards import ACTION_CARDS, ActionCard, get_card
 from .eligibility import REASONS, authenticate
 from .generator import FIXTURES, generate_world
 from .help import HELP_ARTICLES, HelpArticle, classify_question, search_help_articles
 from .labels import CARD_INTENT_LABELS as INTENT_LABELS
-from .pack import SupportPack
 from .tools import (
     LOOKUP_TOOLS,
     TOOL_NAMES,

@@ -15,7 +15,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.domain import CardSpec, DomainTexts, EligibleAction, ForwardContract, TurnFacts
+from pipelines.domain import (
+    CardSpec,
+    DomainTexts,
+    EligibleAction,
+    ForwardContract,
+    PendingCard,
+    TurnFacts,
+)
 from pipelines.errors import ConfigError, TandemError
 from pipelines.grounding import CandidateSet
 from pipelines.guardrails.ids import extract_ids, walk_strings
@@ -53,7 +60,7 @@ from .texts import GENERATOR_PERSONA, ORCHESTRATOR_POLICY, SUPPORT_TEXTS
 from .tools import LOOKUP_TOOLS, WRITE_TOOLS, ToolOutcome, build_registry, invoke, precheck
 from .world import load_tau2_world
 
-__all__ = ["SupportState", "SupportPack", "PendingCard", "support_rule_tables", "load_support_rule_tables", "OPEN_READS", "PRIVATE_READS"]
+__all__ = ["SupportState", "SupportPack", "support_rule_tables", "load_support_rule_tables", "OPEN_READS", "PRIVATE_READS"]
 
 TABLES_DIR = Path(__file__).with_name("tables")
 OPEN_READS: tuple[str, ...] = ("search_help_articles", "list_all_product_types", "get_product_details",
@@ -65,19 +72,6 @@ CLARIFY_OF: dict[str, str] = {
     "address1": "address", "address2": "address", "city": "address", "state": "address", "country": "address", "address_zip": "address",
     "cancel_reason": "reason",
 }
-
-
-class PendingCard(BaseModel):
-    """An action card shown to the user, awaiting an explicit yes (arguments redacted)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    card_id: str
-    title: str
-    tool: str
-    args: dict[str, Any]
-    digests: dict[str, str] = Field(default_factory=dict)
-    turn_id: str = ""
 
 
 class SupportState(BaseModel):
