@@ -13,8 +13,9 @@ from pipelines.domains.coach.tools import ElementArgs, type_chart
 from pipelines.domains.coach.world import generate_coach_world
 from pipelines.errors import InvalidInput
 from pipelines.tools import ToolContext
+from tests.doubles import j, w1
 
-from .tandem_doubles import TandemHarness, j, w1
+from .harnesses import TandemHarness
 
 PACK = DomainPack()
 

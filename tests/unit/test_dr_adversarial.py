@@ -26,8 +26,9 @@ from pipelines.guardrails.ids import (
     extract_time_promises,
     normalize_text,
 )
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 ALEX = FIXTURES["alex"]
 OID = ALEX.pending_order_id

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from pipelines.guardrails import LocalGuardrails, PostGuardView, canary_token
 from pipelines.guardrails.config import DEFAULT_CANARY, default_guardrail_config
 from pipelines.guardrails.post import PostGuard
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 TOKEN = canary_token()
 

@@ -16,8 +16,9 @@ from pipelines.errors import (
     ToolError,
     ToolTimeout,
 )
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 EMAIL = "alex.rivera@example.com"
 LOOKUP = j(decision="find_user_id_by_email", args={"email": "[EMAIL_1]"})

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from pipelines.domains.support import FIXTURES
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 ALEX = FIXTURES["alex"]
 SECRETS = [

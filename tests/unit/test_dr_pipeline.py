@@ -10,8 +10,9 @@ from pipelines.domains.support import FIXTURES
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.turn import TurnContext
+from tests.doubles import ListEventSink, ScriptModels, j
 
-from .dr_doubles import Harness, ListSink, ScriptModels, j
+from .harnesses import DRHarness as Harness
 
 ALEX = FIXTURES["alex"]
 LOOKUP = j(decision="find_user_id_by_email", args={"email": "[EMAIL_1]"})
@@ -201,7 +202,7 @@ def test_pipeline_runs_directly_on_a_turn_context() -> None:
     h = Harness()
     models = ScriptModels(orchestrator=[RESPOND], generator=["Hello there."])
     p = DRPipeline(h.domain, models, LocalToolRunner(h.domain, h.world), LocalGuardrails())
-    sink = ListSink()
+    sink = ListEventSink()
     ctx = TurnContext("s", "t", "tr", TurnRequest(text="hello"), [], sink)
 
     async def go() -> list:

@@ -13,8 +13,9 @@ from pipelines.annex.dr.actions import UNGROUNDED_QUESTION
 from pipelines.domains.support import FIXTURES
 from pipelines.domains.support import reads as support_reads
 from pipelines.domains.support.help import search_help_articles
+from tests.doubles import TurnResult, j
 
-from .dr_doubles import Harness, TurnResult, j
+from .harnesses import DRHarness as Harness
 
 ALEX = FIXTURES["alex"]
 OID = ALEX.pending_order_id

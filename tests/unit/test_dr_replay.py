@@ -8,8 +8,9 @@ import json
 from pipelines.annex.dr.replay import decision_trace, replay_turn
 from pipelines.domains.support import FIXTURES
 from pipelines.errors import ModelTimeout
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 ALEX = FIXTURES["alex"]
 OID = ALEX.pending_order_id

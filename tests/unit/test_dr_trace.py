@@ -23,8 +23,7 @@ from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.turn import TurnRunner
 from serve.model_client import ServeModelClient
-
-from .dr_doubles import ListSink, MemStore, chunks, j
+from tests.doubles import InMemorySessionStore, ListEventSink, chunks, j
 
 ALEX = FIXTURES["alex"]
 MODEL = "smollm2-135m-instruct"
@@ -89,7 +88,7 @@ def _session(orch: ScriptedHandle, gen: ScriptedHandle) -> TurnRunner:
     domain = build_support_domain()
     models = ServeModelClient({"orchestrator": (orch, MODEL), "generator": (gen, MODEL)})  # type: ignore[dict-item]
     pipeline = DRPipeline(domain, models, LocalToolRunner(domain, generate_world(7)), LocalGuardrails())
-    return TurnRunner(pipeline, MemStore(), sink=ListSink())
+    return TurnRunner(pipeline, InMemorySessionStore(), sink=ListEventSink())
 
 
 def _turn(runner: TurnRunner, text: str, n: int) -> list[Any]:

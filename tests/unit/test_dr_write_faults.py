@@ -24,8 +24,9 @@ from pipelines.errors import ModelUnavailable, ToolError, UpstreamError
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from serve.stores.world_sqlite import SQLiteWorldStore
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 ALEX = FIXTURES["alex"]
 OID = ALEX.pending_order_id
@@ -236,16 +237,11 @@ def test_two_concurrent_yes_execute_once_and_both_tell_the_truth(store: SQLiteWo
 
 def test_a_retried_yes_whose_first_turn_was_never_stored_replays_the_outcome(store: SQLiteWorldStore) -> None:
     h, runner, _ = session_at_the_card(store)
-    real_append = h.store.append_turn
-
-    async def store_down(session_id, record):
-        raise ConnectionError("session store down")
-
-    h.store.append_turn = store_down  # type: ignore[method-assign]
+    h.store.fail_appends = ConnectionError("session store down")
     lost = h.turn("yes", gen=[DONE])  # the write ran; the turn could not be stored: the client is told
     assert [e.code for e in lost.of("error")] == ["store_unavailable"]
     audit(store, runner, executed=True)
-    h.store.append_turn = real_append  # type: ignore[method-assign]
+    h.store.fail_appends = None
     r = h.turn("yes", gen=[DONE])
     audit(store, runner, executed=True)  # not twice
     assert r.reply == DONE and meta(h)["executed"] == "card.cancel_order"

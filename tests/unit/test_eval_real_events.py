@@ -17,9 +17,10 @@ from serve.eval.measures import (
     unrequested_cards,
 )
 from serve.eval.scoring import analyse_turn, score
+from tests.doubles import j, w1
 
-from .dr_doubles import Harness
-from .tandem_doubles import TandemHarness, j, w1
+from .harnesses import DRHarness as Harness
+from .harnesses import TandemHarness
 
 ALEX = "alex_rivera_1001"
 

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from pipelines.guardrails.pii import PII_KINDS, Vault, detect_pii, iban_ok, mask_pii_fields
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 
 def found(text: str) -> list[tuple[str, str]]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pipelines.guardrails import SentenceSplitter
+from tests.doubles import j
 
-from .dr_doubles import Harness, j
+from .harnesses import DRHarness as Harness
 
 
 def split(deltas: list[str]) -> list[str]:

@@ -11,8 +11,7 @@ from pipelines.domains.support import FIXTURES, build_support_domain, generate_w
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.turn import TurnRunner
-
-from .dr_doubles import ListSink, MemStore, ScriptModels
+from tests.doubles import InMemorySessionStore, ListEventSink, ScriptModels
 
 ALEX = FIXTURES["alex"]
 
@@ -23,8 +22,8 @@ class Mono:
         self.world = generate_world(7)
         self.tools = LocalToolRunner(self.domain, self.world)
         self.models = ScriptModels()
-        self.sink = ListSink()
-        self.store = MemStore()
+        self.sink = ListEventSink()
+        self.store = InMemorySessionStore()
         self.pipeline = MonolithicPipeline(self.domain, self.models, self.tools, LocalGuardrails())
         self.runner = TurnRunner(self.pipeline, self.store, sink=self.sink)
 

@@ -9,8 +9,9 @@ from pydantic import ValidationError
 from pipelines.protocols import ChatMessage, ModelCall
 from pipelines.tandem.settings import TandemSettings
 from serve.model_client import to_chat_request
+from tests.doubles import j, w1
 
-from .tandem_doubles import TandemHarness, j, w1
+from .harnesses import TandemHarness
 
 MSG = [ChatMessage(role="user", content="hi")]
 

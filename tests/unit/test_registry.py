@@ -13,9 +13,7 @@ from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
 from pipelines.registry import KINDS, Parts, PipelineSettings, build_pipeline, kind_record
 from pipelines.turn import TurnRunner
-
-from .dr_doubles import ListSink, MemStore, ScriptModels
-from .tandem_doubles import w1
+from tests.doubles import InMemorySessionStore, ListEventSink, ScriptModels, w1
 
 SETTINGS = TypeAdapter(PipelineSettings)
 
@@ -72,7 +70,7 @@ def _toy_turns(toy, script: list[tuple[str, list[str]]]):
     pack = domains.load_domain("toy")
     kernels = LocalRuleKernels(domains.rule_tables_holder("toy"), labels=pack.labels, tools=pack.registry.names(),
                                branch_of_intent=pack.branch_of_intent)
-    models, store, sink = ScriptModels(), MemStore(), ListSink()
+    models, store, sink = ScriptModels(), InMemorySessionStore(), ListEventSink()
     tools = toy.make_tools()
     pipeline = build_pipeline(SETTINGS.validate_python({"kind": "tandem"}),
                               Parts(models=models, domain="toy", tools=tools, guardrails=LocalGuardrails(),

@@ -7,7 +7,7 @@ import json
 from pipelines.annex.sgc_ladder.pe_agent import parse_plan, plan_schema
 from pipelines.domains.coach import TOOL_NAMES
 
-from .test_sgc_turn_doubles import Harness
+from .harnesses import LadderHarness as Harness
 
 PLAN = json.dumps([{"tool": "get_inventory", "args": {}},
                    {"tool": "matchup_scores", "args": {"opponent_id": "o01"}},

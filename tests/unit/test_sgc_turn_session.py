@@ -33,8 +33,9 @@ from pipelines.protocols import TurnRecord
 from pipelines.sgc.w2 import GroundingResult, QuerySlots
 from pipelines.sgc.w3 import AnswerMeta
 from pipelines.turn import TurnRunner
+from tests.doubles import ListEventSink, ScriptModels, stream
 
-from .test_sgc_turn_doubles import Harness, ListSink, ScriptModels, stream
+from .harnesses import LadderHarness as Harness
 
 WORLD = generate_coach_world(7)
 TABLES = load_coach_rule_tables()
@@ -88,13 +89,13 @@ class _Store:
 
 def test_turn_runner_stamps_rules_version_and_stores_the_meta():
     log: list = []
-    models = ScriptModels(log)
+    models = ScriptModels(log=log, chunk=6)
     tools = LocalCoachTools(WORLD)
     tools.bind("s1", "u001", {"opponent_id": "o01"})
     kernels = LocalRuleKernels.of(CoachPack(), coach_tables_holder())
     pipeline = build_sgc_pipeline("sgc_full", models, tools, kernels)
     store = _Store()
-    runner = TurnRunner(pipeline, store, sink=ListSink(), max_history_turns=pipeline.history_turns)
+    runner = TurnRunner(pipeline, store, sink=ListEventSink(), max_history_turns=pipeline.history_turns)
     s = stream("recommend", "lineup_for_opponent", "Checking Rival Kai.", [])
     for _ in range(2):
         models.push("orchestrator", s)
@@ -115,7 +116,7 @@ def test_turn_runner_stamps_rules_version_and_stores_the_meta():
 
 
 def test_factory_builds_every_rung_and_refuses_unknown_kinds():
-    models, tools, kernels = ScriptModels([]), LocalCoachTools(WORLD), LocalRuleKernels.of(CoachPack(), coach_tables_holder())
+    models, tools, kernels = ScriptModels(log=[], chunk=6), LocalCoachTools(WORLD), LocalRuleKernels.of(CoachPack(), coach_tables_holder())
     counters = SgcCounters()
     built = {k: build_sgc_pipeline(k, models, tools, kernels, counters=counters) for k in SGC_KINDS}
     assert isinstance(built["pe_agent"], PlanExecutePipeline)

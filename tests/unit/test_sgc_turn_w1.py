@@ -6,8 +6,9 @@ from __future__ import annotations
 import lark
 
 from pipelines.annex.sgc_ladder import SgcCounters, SgcSettings
+from tests.doubles import stream
 
-from .test_sgc_turn_doubles import Harness, stream
+from .harnesses import LadderHarness as Harness
 
 NARRATION = "Let me look at your team and at Rival Kai's lineup."
 LINEUP = stream("recommend", "lineup_for_opponent", NARRATION, [{"tool": "get_inventory", "args": {}}])

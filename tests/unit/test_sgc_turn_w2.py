@@ -10,8 +10,9 @@ from pipelines.annex.sgc_ladder import SgcSettings
 from pipelines.domains.coach.judge import ReplyJudge, judge_kinds
 from pipelines.domains.coach.runner import CoachFacts, LocalCoachTools
 from pipelines.sgc.w2 import QuerySlots, query_slots_schema
+from tests.doubles import stream
 
-from .test_sgc_turn_doubles import Harness, stream
+from .harnesses import LadderHarness as Harness
 
 LINEUP = stream("recommend", "lineup_for_opponent", "Let me look at your team and at Rival Kai's lineup.",
                 [{"tool": "get_inventory", "args": {}}])

@@ -18,7 +18,7 @@ from pipelines.domains.coach import (
 )
 from pipelines.sgc.canonical import derive_seed
 
-from .test_sgc_turn_doubles import Harness
+from .harnesses import LadderHarness as Harness
 
 WORLD = generate_coach_world(7)
 TABLES = load_coach_rule_tables()

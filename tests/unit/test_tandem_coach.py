@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from .tandem_doubles import TandemHarness, j, w1
+from tests.doubles import j, w1
+
+from .harnesses import TandemHarness
 
 
 def _owned(h: TandemHarness) -> set[str]:

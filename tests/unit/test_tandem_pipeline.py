@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from pipelines.errors import ModelUnavailable
+from tests.doubles import j, w1
 
-from .tandem_doubles import TandemHarness, j, w1
+from .harnesses import TandemHarness
 
 ALEX = "alex_rivera_1001"
 

@@ -8,8 +8,9 @@ import pytest
 
 from pipelines.sgc.w1_grammar import label_grammar
 from pipelines.tandem.settings import TandemSettings
+from tests.doubles import j, w1
 
-from .tandem_doubles import TandemHarness, j, w1
+from .harnesses import TandemHarness
 
 SEGMENTS = TandemSettings(w1_segments=True)
 

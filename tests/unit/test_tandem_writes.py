@@ -8,8 +8,9 @@ from pipelines.domains.support import build_support_domain, generate_world
 from pipelines.guardrails import canary_token
 from pipelines.tandem.settings import TandemSettings
 from serve.stores.world_sqlite import SQLiteWorldStore
+from tests.doubles import j, w1
 
-from .tandem_doubles import TandemHarness, j, w1
+from .harnesses import TandemHarness
 from .test_dr_write_faults import Transport
 
 ALEX, OID = "alex_rivera_1001", "#W1000001"

@@ -9,8 +9,9 @@ from pipelines.errors import InvalidModelOutput
 from pipelines.sgc.w1 import LONG_TAGS, SHORT_TAGS, PerceptionParser, SubIntentParsed
 from pipelines.sgc.w1_grammar import grammar
 from pipelines.tandem.settings import TandemSettings
+from tests.doubles import w1
 
-from .tandem_doubles import TandemHarness, w1
+from .harnesses import TandemHarness
 
 LABELS = {"cancel": ["order"], "greeting": ["hello", "bye"]}
 SHORT = '<I>cancel</I><S>order</S><N>Let me check.</N><P>[]</P>'
