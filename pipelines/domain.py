@@ -12,13 +12,23 @@ from __future__ import annotations
 
 from pipelines.core.contract import EligibleAction, ForwardContract, ObservationRecord, PendingCard
 from pipelines.core.domain import CardSpec, Domain, DomainTexts, TurnFacts
+from pipelines.core.packbase import PackBase, read_tables
 from pipelines.core.ports import LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
-from pipelines.core.runner import LocalToolRunner, ToolBackend, ToolOutcome
+from pipelines.core.runner import (
+    CallOutcome,
+    LocalToolRunner,
+    ToolBackend,
+    ToolOutcome,
+    World,
+    WriteScope,
+)
 from pipelines.grounding import CandidateSet
 from pipelines.tools import ToolContext, ToolObservation, ToolRegistry, ToolSpec
 
 __all__ = [
     "Domain",
+    "PackBase",
+    "read_tables",
     "DomainTexts",
     "CardSpec",
     "TurnFacts",
@@ -34,6 +44,9 @@ __all__ = [
     "ToolCallResult",
     "ToolBackend",
     "ToolOutcome",
+    "CallOutcome",
+    "World",
+    "WriteScope",
     "LocalToolRunner",
     "LedgerEntry",
     "WriteLedger",

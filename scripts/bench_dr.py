@@ -222,7 +222,7 @@ class Bench:
 
         try:
             h = serve.get_deployment_handle("ToolsServer", app_name="tandem")
-            return h.get_order.remote(order_id).result()["status"]
+            return h.entity.remote("order", order_id).result()["status"]
         except Exception as exc:
             return f"error: {type(exc).__name__}"
 

@@ -244,6 +244,7 @@ def run_inprocess(http_examples: int, grpc_examples: int, seed: int = 0) -> dict
     cfg = {
         "models": {"m": {"model_id": "m1", "source": "embedded"}},
         "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"},
+        "domain": {"name": "support"},
         "store": {"kind": "sqlite", "path": str(work / "sessions.db"), "vault_key_file": None},
         "telemetry": {"jsonl_dir": str(work / "telemetry")},
         "pipeline": {"kind": "prompting", "turn_deadline_s": 10},

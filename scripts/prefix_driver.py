@@ -178,7 +178,7 @@ class DriverApp:
                                 model_timeout_s=300.0, tool_timeout_s=s.tool_timeout_s,
                                 max_reply_tokens=s.max_reply_tokens, temperature=s.temperature, seed=s.seed)
         parts = Parts(models=models, domain=self.args.domain.name,
-                      tools=tool_port(self.args.domain.name, self._handle("ToolsServer")),
+                      tools=tool_port(self._handle("ToolsServer")),
                       guardrails=(LocalGuardrails() if self.args.guardrails.placement == "ingress"  # as the app
                                   else HandleGuardrails(self._handle("GuardrailsServer"))),
                       kernels=HandleRuleKernels(self._handle("RuleKernels")), counters=Counters())

@@ -16,7 +16,7 @@ from pipelines.errors import ToolError
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
 from serve.foreign import CPU_ERRORS, translate, unwrap
 
-__all__ = ["HandleToolRunner", "HandleGuardrails", "HandleCoachTools", "HandleRuleKernels", "unwrap",
+__all__ = ["HandleTools", "HandleGuardrails", "HandleRuleKernels", "unwrap",
            "remote_call", "tool_port"]
 
 
@@ -27,20 +27,6 @@ async def remote_call(handle: DeploymentHandle, method: str, *args: Any, what: s
         return await getattr(handle, method).remote(*args, **kwargs)
     except Exception as exc:
         raise translate(exc, CPU_ERRORS, what=what, default=ToolError) from exc
-
-
-class HandleToolRunner:
-    """:class:`pipelines.core.ports.ToolRunner` over a ``ToolsServer`` handle."""
-
-    def __init__(self, handle: DeploymentHandle) -> None:
-        self.handle = handle
-
-    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        return await remote_call(self.handle, "call", name, args, session,
-                                 what=f"tool {name!r} failed in the tools deployment")
-
-    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        return await remote_call(self.handle, "precheck", name, args, session, what=f"precheck of {name!r} failed")
 
 
 class HandleGuardrails:
@@ -73,20 +59,25 @@ class _Remote:
         return await remote_call(self.handle, method, *args, what=f"{method} failed in a CPU deployment", **kwargs)
 
 
-class HandleCoachTools(_Remote):
-    """:class:`pipelines.core.ports.LiveStateTools` (the tool port + live state) over a ``CoachToolsServer`` handle."""
+class HandleTools(_Remote):
+    """The one tool port (:class:`pipelines.core.ports.ToolRunner`, and :class:`~pipelines.core.ports.LiveStateTools`
+    for a pack whose sessions carry live state) over a ``ToolsServer`` handle."""
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        return await self._call("call", name, args, session)
+        return await remote_call(self.handle, "call", name, args, session,
+                                 what=f"tool {name!r} failed in the tools deployment")
 
     async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        return None
+        return await remote_call(self.handle, "precheck", name, args, session, what=f"precheck of {name!r} failed")
 
     async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
         return await self._call("load_state", session_id, list(keys))
 
     async def live_facts(self, session_id: str) -> Any:
         return await self._call("live_facts", session_id)
+
+    async def bind_user(self, session_id: str, user_id: str | None) -> str:
+        return await self._call("bind_user", session_id, user_id)
 
 
 class HandleRuleKernels(_Remote):
@@ -110,8 +101,6 @@ class HandleRuleKernels(_Remote):
         return await self._call("schedule", session_id, prior_metas, intent_ctx, candidates, turn_index, seed=seed)
 
 
-def tool_port(domain: str, handle: DeploymentHandle | None) -> Any:
-    """The one tool port over a domain's tools deployment (the coach's also reads live state)."""
-    if handle is None:
-        return None
-    return HandleCoachTools(handle) if domain == "coach" else HandleToolRunner(handle)
+def tool_port(handle: DeploymentHandle | None) -> HandleTools | None:
+    """The one tool port over the tools deployment (``None`` for a kind that needs no tools)."""
+    return None if handle is None else HandleTools(handle)

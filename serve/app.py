@@ -11,7 +11,7 @@ Graph (embedded profile; production differs only by config)::
                                           └─► SessionStore (SQLite | Redis)
 
 The kind's record (``pipelines/registry.py``) says which CPU deployments it needs;
-the domain (``pipelines/domains``) says which tools server hosts its world.
+the pack (``pipelines.domains``, by name) says what its tools server hosts: its world and store.
 
 ``build_app`` validates the args strictly first (a bad key fails with its
 path), then binds one ``TandemLLMServer`` per configured model and the ingress.
@@ -43,17 +43,16 @@ def ingress_options(cfg: AppConfig) -> dict[str, Any]:
 
 def cpu_deployments(cfg: AppConfig) -> dict[str, Application]:
     """The CPU deployments the configured kind needs (tools, guardrails, rule kernels), bound."""
-    from serve.deployments import tools_server_for
-    from serve.deployments.coach import RuleKernelsServer
     from serve.deployments.guardrails import GuardrailsServer
+    from serve.deployments.kernels import RuleKernelsServer
+    from serve.deployments.tools import ToolsServer
 
     record = kind_record(cfg.pipeline.kind)
     domain = cfg.domain.model_dump(mode="json")
     opts = cfg.deployments
     out: dict[str, Application] = {}
     if "tools" in record.deployments:
-        cls, name = tools_server_for(cfg.domain.name)
-        out["tools"] = serve.deployment(cls, name=name, **opts.tools.to_serve_options()).bind(domain)
+        out["tools"] = serve.deployment(ToolsServer, name="ToolsServer", **opts.tools.to_serve_options()).bind(domain)
     if "guardrails" in record.deployments and cfg.guardrails.placement == "deployment":
         # The rule table starts as the bundled one; a Serve file's `deployments: [{name:
         # GuardrailsServer, user_config: {table: ...}}]` replaces it live (see serve/deploy.py).

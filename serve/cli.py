@@ -11,6 +11,7 @@
     tandem replay SESSION          re-run a session's logged decisions and check they are identical
     tandem explain SESSION [TURN]  one turn's story: text, decisions, contract, guards, delivery, waterfall
     tandem eval ARGS...            pipelines over the tau2 / flows / coach suites: table, ratios, CDF
+    tandem domain list|new|check   the installed domain packs, a new one, the conformance suite
 """
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.sweep import main as sweep_main
 
         return int(sweep_main(argv[1:]) or 0)
+    if argv and argv[0] == "domain":
+        from serve.domain_cli import main as domain_main
+
+        return int(domain_main(argv[1:]) or 0)
     if argv and argv[0] == "eval":
         from serve.eval import main as eval_main
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from models.config import AutoscalingConfig, DeploymentOptions, ModelDeploymentConfig
-from pipelines.domains import DOMAIN_PACKS
+from pipelines.domains import UnknownDomain, pack_factory
 from pipelines.errors import ConfigError
 from pipelines.protocols import ROLES
 from pipelines.registry import PipelineSettings, TandemSettings, kind_record
@@ -145,14 +145,19 @@ class DomainConfig(Strict):
 
     @model_validator(mode="after")
     def _known(self) -> DomainConfig:
-        if self.name not in DOMAIN_PACKS:
-            raise ValueError(f"unknown domain {self.name!r}; known: {', '.join(sorted(DOMAIN_PACKS))}")
+        try:
+            pack_factory(self.name)
+        except UnknownDomain as exc:
+            raise ValueError(str(exc)) from None
         return self
 
-    name: str = Field("support", description=f"A domain pack: one of {sorted(DOMAIN_PACKS)}.")
+    name: str = Field(description="An installed domain pack (entry point group `tandem.domains`).")
     seed: int = Field(7, description="Seed of the synthetic world written on first start.")
     world_path: str | None = Field(None, description="SQLite world file; default <cache>/world-<name>-<seed>.db")
-    tau2_db: str | None = Field(None, description="Import this tau2 db.json into an empty store instead.")
+    dataset: str | None = Field(
+        None, validation_alias=AliasChoices("dataset", "tau2_db"),
+        description="A file the pack imports into an empty store instead of generating (its `new_world`); "
+        "`tau2_db` is read as this too.")
 
 
 class GuardrailsConfig(Strict):
@@ -190,7 +195,7 @@ class AppConfig(Strict):
         default_factory=TandemSettings,
         description="The turn pipeline: one settings model per kind (pipelines/registry.py), keyed by `kind`.",
     )
-    domain: DomainConfig = Field(default_factory=DomainConfig)
+    domain: DomainConfig = Field(description="The domain pack served (no default: a config names it).")
     deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
 
@@ -247,7 +252,7 @@ def _validate_guardrail_table(user_config: dict[str, Any]) -> None:
     load_guardrail_config(user_config["table"])
 
 
-def _validate_rule_bundle(user_config: dict[str, Any], domain: str = "coach") -> None:
+def _validate_rule_bundle(user_config: dict[str, Any], domain: str) -> None:
     from pipelines.domains import load_rule_bundle
 
     if set(user_config) - {"rules"}:

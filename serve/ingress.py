@@ -23,14 +23,15 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
 
 from models.prepare import cache_dir
-from pipelines.errors import NotFound, TandemError, ToolError, error_class_for_code
+from pipelines.domains import load_domain
+from pipelines.errors import NotFound, TandemError, error_class_for_code
 from pipelines.events import TurnAnswer, TurnRequest
 from pipelines.registry import Parts, build_pipeline
 from pipelines.sessions import LOCAL_PRINCIPAL
 from pipelines.telemetry import current_trace_id
 from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
 from pipelines.turn_input import check_idempotency_key
-from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port, unwrap
+from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port
 from serve.auth import ApiKeys, RateLimiter, parse_key_entries
 from serve.config import AppConfig, StoreConfig, parse_app_config
 from serve.deployments.guardrails import LiveGuardrails
@@ -148,13 +149,14 @@ class TandemIngress(OpenAiIngress):
         # guardrails.placement: ingress — the guard runs here, its table from this deployment's user_config
         self.guard = LiveGuardrails() if cfg.guardrails.placement == "ingress" else None
         parts = Parts(
-            models=self.models, domain=cfg.domain.name, tools=tool_port(cfg.domain.name, tools),
+            models=self.models, domain=cfg.domain.name, tools=tool_port(tools),
             guardrails=self.guard if self.guard is not None else
             HandleGuardrails(guardrails) if guardrails is not None else None,
             kernels=HandleRuleKernels(rule_kernels) if rule_kernels is not None else None,
             counters=self.counters,
         )
-        self._coach_tools = tools if cfg.domain.name == "coach" else None
+        # A pack whose sessions play as the request's user has them bound on the tools before the turn.
+        self._binding = parts.tools if parts.tools is not None and load_domain(cfg.domain.name).binds_user else None
         self.pipeline = build_pipeline(cfg.pipeline, parts)
         history = max(cfg.pipeline.max_history_turns, getattr(self.pipeline, "history_turns", 0))
         self.runner = TurnRunner(
@@ -193,15 +195,12 @@ class TandemIngress(OpenAiIngress):
         """The started turn's events; raises the TandemError of a turn refused before it began."""
         events = await self.runner.start(session_id, req, trace_id=current_trace_id(), received_at=received_at,
                                          principal=principal, idempotency_key=idempotency_key)
-        if self._coach_tools is not None:  # a coach session plays as the request's user
+        if self._binding is not None:  # the session plays as the request's user
             try:
-                await self._coach_tools.ensure_bound.remote(session_id, req.user_id)
-            except Exception as exc:
+                await self._binding.bind_user(session_id, req.user_id)
+            except BaseException:
                 await events.aclose()
-                inner = unwrap(exc)
-                if isinstance(inner, TandemError):
-                    raise inner from exc
-                raise ToolError(f"the coach tools could not bind the session: {type(exc).__name__}") from exc
+                raise
         return _Recorded(events, self.turn_metrics)
 
     async def counters_snapshot(self) -> dict[str, dict[str, int]]:

@@ -50,9 +50,13 @@ def load_events(directory: Path, turn_ids: set[str]) -> dict[str, list[dict[str,
     return out
 
 
-async def replay_session(session_id: str, store: Any, telemetry: Path,
-                         principal: str | None = None) -> list[dict[str, Any]]:
-    """One result row per replayed decision unit (a DR turn, or a W3 pick)."""
+async def replay_session(session_id: str, store: Any, telemetry: Path, principal: str | None = None, *,
+                         domain: str) -> list[dict[str, Any]]:
+    """One result row per replayed decision unit (a DR turn, a tandem turn's Φ lookups and steps, or a W3
+    pick); ``domain``: the pack the app ran (its rule tables and tools)."""
+    from pipelines.core.replay import replay_decisions, replay_w3
+    from pipelines.domains import load_domain, load_rule_bundle
+
     if principal is not None and await store.owner(session_id) != principal:
         raise LookupError(f"no stored turns for session {session_id!r}")
     turns = await store.get_history(session_id)
@@ -63,25 +67,20 @@ async def replay_session(session_id: str, store: Any, telemetry: Path,
     dr_turns = [t for t in turns if t.pipeline == "dr"]
     if dr_turns:
         from pipelines.annex.dr.replay import replay_turn
-        from pipelines.domains.support import build_support_domain
 
-        domain = build_support_domain()
+        pack = load_domain(domain)
         for t in dr_turns:
             evs = events.get(t.turn_id, [])
             if not any(e["kind"] == "dr.start" for e in evs):
                 rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "dr", "identical": False,
                              "detail": "no dr.start event in the telemetry directory"})
                 continue
-            rep = await replay_turn(evs, domain)
+            rep = await replay_turn(evs, pack)
             rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "dr", "identical": rep.identical,
                          "decisions": len(rep.logged), "detail": "; ".join(rep.mismatches[:3])})
     tandem = [t for t in turns if t.pipeline == "tandem"]
-    domain = next((t.meta["tandem"].get("domain") for t in tandem if isinstance(t.meta.get("tandem"), dict)), None)
     if tandem:
-        from pipelines.core.replay import replay_decisions
-        from pipelines.domains import domain_module
-
-        tables = domain_module(domain or "support").load_rule_tables()
+        tables = load_rule_bundle(domain)
         for t in tandem:
             rep = replay_decisions(events.get(t.turn_id, []), tables.phi)
             if rep.decisions:
@@ -89,12 +88,8 @@ async def replay_session(session_id: str, store: Any, telemetry: Path,
                              "decisions": rep.decisions, "detail": "; ".join(rep.mismatches[:3])})
     sgc = [t for t in turns if t.meta.get("w3")]
     if sgc:
-        from pipelines.core.replay import replay_w3
-        from pipelines.domains import domain_module, load_domain
-
-        name = domain or "coach"
-        branches = load_domain(name).branch_of_intent
-        tables = domain_module(name).load_rule_tables()
+        branches = load_domain(domain).branch_of_intent
+        tables = load_rule_bundle(domain)
         for r in replay_w3([t.meta for t in turns], tables=tables, session_id=session_id,
                            branch_of_intent=branches):
             rows.append({"turn": r.position, "turn_id": turns[r.position].turn_id, "kind": "w3",
@@ -120,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     args = load_serve_file(ns.config).applications[0].args
     tele = Path(ns.telemetry or args.telemetry.jsonl_dir or telemetry_dir()).expanduser()
     try:
-        rows = asyncio.run(replay_session(ns.session_id, make_store(args.store), tele, ns.principal))
+        rows = asyncio.run(replay_session(ns.session_id, make_store(args.store), tele, ns.principal,
+                                          domain=args.domain.name))
     except LookupError as exc:
         print(f"error: {exc}")
         return 2

@@ -25,7 +25,7 @@ pack's :class:`SessionView`, stored in each turn's meta and read back next turn.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -114,6 +114,8 @@ class Domain(Protocol):
     """The tool that hands a session to a person (run on escalation; its failure never blocks it)."""
     transfer_reasons: Mapping[str, str]
     """Escalation reason code → the transfer tool's own reason code."""
+    binds_user: bool
+    """A session plays as the request's ``user_id``: the tools bind it before the turn (``bind_user``)."""
 
     @property
     def registry(self) -> ToolRegistry[Any]:
@@ -237,6 +239,26 @@ class Domain(Protocol):
 
     def conflicts(self, facts: TurnFacts) -> list[dict[str, Any]]:
         """W2 conflicts of the turn: ``{constraint_id, kind, entity?, detail?}`` (graded by the tiers table)."""
+        ...
+
+    # -- serving: what the tools deployment hosts ----------------------------------------------
+
+    persistent: bool
+    """Whether the pack's world lives in a world store (it has writes to keep): ``serve/`` opens the
+    configured store, seeds it once from :meth:`new_world` and builds the world from its rows."""
+
+    def new_world(self, seed: int, dataset: str | None = None) -> Any:
+        """A fresh world: generated from ``seed``, or imported from a dataset file (``domain.dataset``)."""
+        ...
+
+    def world_from_entities(self, rows: Iterable[tuple[str, str, str]]) -> Any:
+        """The world made of stored ``(kind, id, json)`` rows (a persistent pack)."""
+        ...
+
+    def tool_runner(self, world: Any, ledger: Any) -> ToolRunner:
+        """The pack's tool port in process over ``world`` (``ledger``: the world store, ``None`` when the pack
+        is not persistent); it may also keep live session state (``load_state`` / ``live_facts`` /
+        ``bind_user``: :class:`~pipelines.core.ports.LiveStateTools`)."""
         ...
 
     def w3_candidates(self, facts: TurnFacts) -> list[dict[str, Any]]:

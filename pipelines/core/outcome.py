@@ -31,8 +31,7 @@ class Outcome:
     fallback: Fallback | None = None
     selected_entity: str | None = None
     steps: int = 0
-    changed_user_ids: list[str] = field(default_factory=list)
-    changed_order_ids: list[str] = field(default_factory=list)
+    changed: dict[str, list[str]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The comparable part of the outcome (events, replay, ``meta``)."""

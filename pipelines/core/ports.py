@@ -11,7 +11,7 @@ model or plain JSON, so the calls cross a process boundary unchanged. Models are
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,8 +74,8 @@ class ToolCallResult(BaseModel):
 
     observation: ToolObservation
     reason: str | None = None
-    changed_user_ids: list[str] = Field(default_factory=list)
-    changed_order_ids: list[str] = Field(default_factory=list)
+    changed: dict[str, list[str]] = Field(
+        default_factory=dict, description="What a write changed: entity kind -> ids (the store persists these).")
     observed_ids: list[str] = Field(default_factory=list)
     replayed: bool = Field(False, description="The recorded outcome of an earlier call with the same key.")
 
@@ -140,7 +140,8 @@ class WriteLedger(Protocol):
         """The entry recorded under ``key``, or ``None``."""
         ...
 
-    def commit_write(self, entry: LedgerEntry | None, world: Any, user_ids: list[str], order_ids: list[str]) -> LedgerEntry | None:
+    def commit_write(self, entry: LedgerEntry | None, world: Any,
+                     changed: Mapping[str, Sequence[str]]) -> LedgerEntry | None:
         """Persist the changed entities of ``world`` and ``entry`` atomically.
 
         Returns the entry already recorded under the same key (and writes
@@ -159,7 +160,8 @@ class MemoryLedger:
     def recorded(self, key: str) -> LedgerEntry | None:
         return self.entries.get(key)
 
-    def commit_write(self, entry: LedgerEntry | None, world: Any, user_ids: list[str], order_ids: list[str]) -> LedgerEntry | None:
+    def commit_write(self, entry: LedgerEntry | None, world: Any,
+                     changed: Mapping[str, Sequence[str]]) -> LedgerEntry | None:
         if entry is None:
             return None
         prior = self.entries.get(entry.key)

@@ -2,9 +2,10 @@
 
 :class:`LocalToolRunner` implements :class:`~pipelines.core.ports.ToolRunner` for any pack that is
 a :class:`ToolBackend` (its tool calls, their eligibility and the grounding of write arguments).
-Reads run against the live world. Writes are serialized and run on a fork of the world (the
-authenticated user's records copied): the changed entities and, for a keyed call, the outcome are
-committed to the write ledger in one transaction, and only then swapped into the live world. A
+Reads run against the live world. Writes are serialized and run on a fork of the world (the entities
+the write may change — its :class:`WriteScope` — copied): a write that changed anything outside its
+scope is refused; the changed entities (kind → ids) and, for a keyed call, the outcome are committed to
+the write ledger in one transaction, and only then swapped into the live world. A
 failed commit raises :class:`~pipelines.errors.ToolError` and changes nothing, in memory or on
 disk. A key already in the ledger returns its recorded outcome (``replayed=True``) without running
 anything. Every write argument must be grounded (the user's words or their own records), checked at
@@ -16,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pipelines.errors import ToolError
@@ -24,17 +26,69 @@ from pipelines.tools import ToolContext, ToolObservation, ToolRegistry
 
 from .ports import UNGROUNDED, LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
 
-__all__ = ["ToolBackend", "ToolOutcome", "LocalToolRunner"]
+__all__ = ["WriteScope", "World", "ToolBackend", "ToolOutcome", "CallOutcome", "LocalToolRunner"]
+
+
+@dataclass(frozen=True)
+class WriteScope:
+    """What one write may change: these existing entities (kind → ids), and new entities of the ``creates``
+    kinds (ids the world did not have before the write)."""
+
+    existing: Mapping[str, Collection[str]] = field(default_factory=dict)
+    creates: frozenset[str] = frozenset()
+
+    def admits(self, changed: Mapping[str, Sequence[str]], world: World) -> bool:
+        """Whether every changed entity is in the scope, or new of a kind it may create."""
+        for kind, keys in changed.items():
+            own = set(self.existing.get(kind, ()))
+            for key in keys:
+                if key not in own and not (kind in self.creates and not world.has(kind, key)):
+                    return False
+        return True
+
+
+@runtime_checkable
+class World(Protocol):
+    """A pack's world, as the runner writes it: forked for one write, then the changed entities adopted."""
+
+    def write_scope(self, tool: str, args: Mapping[str, Any], user_id: str | None) -> WriteScope:
+        """What a write of ``tool`` by ``user_id`` may change (their own records; an inventory the tool's
+        arguments name; what it may create)."""
+        ...
+
+    def fork(self, scope: WriteScope) -> World:
+        """A copy whose scoped entities are private (the rest is shared, read-only by contract)."""
+        ...
+
+    def has(self, kind: str, key: str) -> bool:
+        """Whether the entity exists."""
+        ...
+
+    def adopt(self, other: World, changed: Mapping[str, Sequence[str]]) -> None:
+        """Take the changed entities from ``other`` (a fork after a committed write)."""
+        ...
+
+    def entity_json(self, kind: str, key: str) -> str:
+        """One entity's JSON (what a store persists)."""
+        ...
 
 
 @runtime_checkable
 class ToolOutcome(Protocol):
-    """What one backend call returns: the observation, a refusal reason, and the entities a write changed."""
+    """What one backend call returns: the observation, a refusal reason, and what a write changed."""
 
     observation: ToolObservation
     reason: str | None
-    changed_user_ids: Sequence[str]
-    changed_order_ids: Sequence[str]
+    changed: Mapping[str, Sequence[str]]
+
+
+@dataclass
+class CallOutcome:
+    """A :class:`ToolOutcome`: one call's observation, its refusal reason, and what a write changed."""
+
+    observation: ToolObservation
+    reason: str | None = None
+    changed: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -67,7 +121,7 @@ def _digest(name: str, args: dict[str, Any]) -> str:
 class LocalToolRunner:
     """A pack's tools in process over its world (see module docstring)."""
 
-    def __init__(self, domain: ToolBackend, world: Any, *, ledger: WriteLedger | None = None) -> None:
+    def __init__(self, domain: ToolBackend, world: World, *, ledger: WriteLedger | None = None) -> None:
         self.domain = domain
         self.world = world
         self.ledger: WriteLedger = ledger if ledger is not None else MemoryLedger()
@@ -113,32 +167,31 @@ class LocalToolRunner:
         ctx = session.to_context()
         before = set(ctx.observed_ids)
         missing = self.ungrounded(name, args, session)
-        users: list[str] = []
-        orders: list[str] = []
+        changed: dict[str, list[str]] = {}
         trial = self.world
         if missing:
             result = _refusal(name, args, UNGROUNDED, f"arguments not grounded in the user's words or records: {missing}")
         else:
-            trial = self.world.fork(ctx.authenticated_user_id)
+            scope = self.world.write_scope(name, args, ctx.authenticated_user_id)
+            trial = self.world.fork(scope)
             out = self.domain.invoke(name, args, ctx, trial)
-            users, orders = list(out.changed_user_ids), list(out.changed_order_ids)
-            own_users, own_orders = self.world.forked_ids(ctx.authenticated_user_id)
-            if not (set(users) <= own_users and set(orders) <= own_orders):
-                raise ToolError(f"write {name!r} changed entities outside the authenticated user's records")
-            result = ToolCallResult(observation=out.observation, reason=out.reason, changed_user_ids=users,
-                                    changed_order_ids=orders, observed_ids=sorted(ctx.observed_ids - before))
+            changed = {k: list(v) for k, v in out.changed.items() if v}
+            if not scope.admits(changed, self.world):
+                raise ToolError(f"write {name!r} changed entities outside what it may change (its scope)")
+            result = ToolCallResult(observation=out.observation, reason=out.reason, changed=changed,
+                                    observed_ids=sorted(ctx.observed_ids - before))
         entry = None if key is None else LedgerEntry(key=key, session_id=session.session_id, tool=name,
                                                       request=request, outcome=result)
-        if entry is not None or users or orders:
+        if entry is not None or changed:
             try:
-                prior = self.ledger.commit_write(entry, trial, users, orders)
+                prior = self.ledger.commit_write(entry, trial, changed)
             except Exception as exc:
                 raise ToolError(f"the write {name!r} could not be recorded; nothing was changed",
                                 details={"tool": name, "reason": "commit_failed"}) from exc
             if prior is not None:
                 return _replay(prior, request)
-        if users or orders:
-            self.world.adopt(trial, users, orders)
+        if changed:
+            self.world.adopt(trial, changed)
         return result
 
 

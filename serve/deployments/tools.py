@@ -1,61 +1,61 @@
-"""``ToolsServer``: the support world's typed tools next to the world store.
+"""``ToolsServer``: the configured pack's typed tools, next to its world store — for any pack.
 
-The replica loads the world from the SQLite world store (seeding it once from
-the tau2 ``db.json`` when configured and present, else from the seeded
-generator). The store is also the write ledger: a confirmed write commits the
-entities it changed and its outcome, keyed by the pending card, in one
-transaction before the in-memory world changes; a key already recorded returns
-its outcome without running again (:class:`pipelines.core.ports.LocalToolRunner`).
-Write arguments are checked for grounding at precheck and before execution.
-The world is the replica's state: the deployment runs one replica (the store
-is the source of truth across restarts).
+The pack says what it needs (:class:`pipelines.core.domain.Domain`, serving section): a persistent pack's
+world lives in the world store (SQLite on the node's disk in the embedded profile), seeded once from
+``pack.new_world(seed, dataset)`` and rebuilt from the stored rows on every start; the store is also the
+write ledger — a confirmed write commits the entities it changed and its outcome, keyed by the pending
+card, in one transaction before the in-memory world changes, and a key already recorded returns its
+outcome without running again (:class:`pipelines.core.runner.LocalToolRunner`). A pack that is not
+persistent (read-only data) gets a fresh world from its seed. ``pack.tool_runner(world, store)`` is the
+tool port hosted here; a pack whose sessions carry live state also answers ``load_state`` /
+``live_facts`` / ``bind_user``. The world is the replica's state: the deployment runs one replica (the
+store is the source of truth across restarts).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from models.prepare import cache_dir
 from pipelines.core.ports import UNGROUNDED, ToolCallResult, ToolSession
-from pipelines.core.runner import LocalToolRunner
-from pipelines.domains.support import build_support_domain, generate_world, load_tau2_world
+from pipelines.domains import load_domain
+from pipelines.errors import ToolError
 from serve.config import DomainConfig
 from serve.stores.world_sqlite import SQLiteWorldStore
 
-__all__ = ["ToolsServer", "PackToolsServer", "open_world"]
+__all__ = ["ToolsServer", "open_world"]
 
 logger = logging.getLogger("tandem.tools")
 
 
-def open_world(cfg: DomainConfig) -> tuple[Any, SQLiteWorldStore, str]:
-    """The world store for ``cfg`` (seeded once) and the loaded world; returns its origin."""
+def open_world(cfg: DomainConfig, pack: Any) -> tuple[Any, SQLiteWorldStore | None, str]:
+    """The pack's world and its store (``None`` for a pack that is not persistent); returns its origin."""
+    if not pack.persistent:
+        return pack.new_world(cfg.seed, cfg.dataset), None, f"generated:{cfg.seed}"
     path = Path(cfg.world_path).expanduser() if cfg.world_path else cache_dir() / f"world-{cfg.name}-{cfg.seed}.db"
     store = SQLiteWorldStore(path)
     origin = "store"
     if store.is_empty():
-        tau2 = Path(cfg.tau2_db).expanduser() if cfg.tau2_db else None
-        if tau2 is not None and tau2.is_file():
-            store.seed_if_empty(load_tau2_world(tau2))
-            origin = f"tau2:{tau2.name}"
-        else:
-            if tau2 is not None:
-                logger.warning("tau2 db %s not found; seeding the synthetic world (seed %d)", tau2, cfg.seed)
-            store.seed_if_empty(generate_world(cfg.seed))
-            origin = f"generated:{cfg.seed}"
-    return store.load(), store, origin
+        dataset = Path(cfg.dataset).expanduser() if cfg.dataset else None
+        if dataset is not None and not dataset.is_file():
+            logger.warning("dataset %s not found; seeding the synthetic world (seed %d)", dataset, cfg.seed)
+        store.seed_if_empty(pack.new_world(cfg.seed, str(dataset) if dataset else None))
+        origin = f"dataset:{dataset.name}" if dataset is not None and dataset.is_file() else f"generated:{cfg.seed}"
+    return store.load(pack.world_from_entities), store, origin
 
 
 class ToolsServer:
-    """Hosts :class:`pipelines.core.ports.LocalToolRunner` over the persisted world."""
+    """Hosts the configured pack's tool port over its world (see module docstring)."""
 
     def __init__(self, domain_config: dict[str, Any]) -> None:
         cfg = DomainConfig.model_validate(domain_config)
-        self.domain = build_support_domain()
-        world, self.store, origin = open_world(cfg)
-        self.runner = LocalToolRunner(self.domain, world, ledger=self.store)
-        logger.info("tools ready: world from %s (%d users, %d orders)", origin, len(world.users), len(world.orders))
+        self.pack = load_domain(cfg.name)
+        world, self.store, origin = open_world(cfg, self.pack)
+        self.runner = self.pack.tool_runner(world, self.store)
+        logger.info("tools ready: %s world from %s", cfg.name, origin)
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
         result = await self.runner.call(name, args, session)
@@ -68,28 +68,36 @@ class ToolsServer:
     async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
         return await self.runner.precheck(name, args, session)
 
+    def _live(self, method: str) -> Any:
+        fn = getattr(self.runner, method, None)
+        if fn is None:
+            raise ToolError(f"the {self.pack.name} tools keep no live session state ({method})",
+                            details={"reason": "no_live_state"})
+        return fn
+
+    async def load_state(self, session_id: str, keys: Sequence[str]) -> Any:
+        return await self._live("load_state")(session_id, list(keys))
+
+    async def live_facts(self, session_id: str) -> Any:
+        return await self._live("live_facts")(session_id)
+
+    async def bind_user(self, session_id: str, user_id: str | None) -> str:
+        """Bind a new session to its user (a pack that ``binds_user``); returns the bound user."""
+        return self._live("bind_user")(session_id, user_id)
+
+    async def set_state(self, session_id: str, values: dict[str, Any]) -> int:
+        """Move a session's live state (tests and operators: a new focus); returns its new version."""
+        return self._live("set_state")(session_id, values)
+
     async def ledger(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """The recorded writes (of one session), oldest first (tests and operators audit with it)."""
-        return [e.model_dump(mode="json") for e in self.store.ledger(session_id)]
+        return [] if self.store is None else [e.model_dump(mode="json") for e in self.store.ledger(session_id)]
 
-    async def get_order(self, order_id: str) -> dict[str, Any] | None:
-        """Read-only view of one order (tests and operators check state with it)."""
-        order = self.runner.world.orders.get(order_id)
-        return None if order is None else order.model_dump(mode="json")
+    async def entity(self, kind: str, key: str) -> dict[str, Any] | None:
+        """Read-only view of one entity of the world (tests and operators check state with it)."""
+        import json
 
-
-class PackToolsServer:
-    """Hosts a pack's in-memory tools (``make_tools(seed)`` of its module) behind the one tool port."""
-
-    def __init__(self, domain_config: dict[str, Any]) -> None:
-        from pipelines.domains import domain_module
-
-        cfg = DomainConfig.model_validate(domain_config)
-        self.runner = domain_module(cfg.name).make_tools(cfg.seed)
-        logger.info("tools ready: domain %s (seed %d)", cfg.name, cfg.seed)
-
-    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        return await self.runner.call(name, args, session)
-
-    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
-        return await self.runner.precheck(name, args, session)
+        world = getattr(self.runner, "world", None)
+        if world is None or not hasattr(world, "has") or not world.has(kind, key):
+            return None
+        return json.loads(world.entity_json(kind, key))

@@ -291,7 +291,7 @@ class LocalApps:
 
         try:
             h = serve.get_deployment_handle("ToolsServer", app_name=self.app_name)
-            found = h.get_order.remote(order_id).result()
+            found = h.entity.remote("order", order_id).result()
             return None if found is None else found["status"]
         except Exception as exc:  # the status is a measurement: report, do not fail the run
             return f"error: {type(exc).__name__}"

@@ -1,16 +1,19 @@
-"""SQLite store of the retail world (embedded profile): WAL mode, atomic writes, a write ledger.
+"""SQLite store of a pack's world (embedded profile): WAL mode, atomic writes, a write ledger.
 
-Three tables (``users``, ``orders``, ``products``), each ``id TEXT PRIMARY KEY,
-body TEXT`` holding the entity's JSON. Every write runs in one
-``BEGIN IMMEDIATE`` transaction: either all the given entities land or none.
+The store knows no domain: a world is rows of ``(kind, id, json)`` in one ``entities`` table, written by
+the world itself (:meth:`pipelines.core.runner.World.entity_json`) and read back by the pack's
+``from_entities``. Every write runs in one ``BEGIN IMMEDIATE`` transaction: either all the given
+entities land or none.
 
-The ``write_ledger`` table makes confirmed writes exactly-once: one row per
-idempotency key (session, card, the turn the card was shown in) holding the
-outcome the tool returned. :meth:`SQLiteWorldStore.commit_write` upserts the
-changed entities and inserts the row in the same transaction, after checking
-the key inside it — so a key is recorded at most once, a recorded key always
+The ``write_ledger`` table makes confirmed writes exactly-once: one row per idempotency key (session,
+card, the turn the card was shown in) holding the outcome the tool returned.
+:meth:`SQLiteWorldStore.commit_write` upserts the changed entities and inserts the row in the same
+transaction, after checking the key inside it — so a key is recorded at most once, a recorded key always
 has its entities, and a failed commit leaves neither. It implements
 :class:`pipelines.core.ports.WriteLedger`. stdlib ``sqlite3`` only.
+
+A file written by an earlier version (one ``(id, body)`` table per entity kind, named by the kind's
+plural) is read into ``entities`` once, on open, so nothing already stored is lost.
 """
 
 from __future__ import annotations
@@ -20,31 +23,42 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pipelines.core.ports import LedgerEntry
-from pipelines.domains.support.world import Order, Product, RetailWorld, User
 
 __all__ = ["SQLiteWorldStore"]
 
-_TABLES = ("users", "orders", "products")
-_SCHEMA = "\n".join(
-    f"CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, body TEXT NOT NULL);" for t in _TABLES
-) + (
-    "\nCREATE TABLE IF NOT EXISTS write_ledger (key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+W = TypeVar("W")
+Row = tuple[str, str, str]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS entities (kind TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, "
+    "PRIMARY KEY (kind, id));\n"
+    "CREATE TABLE IF NOT EXISTS write_ledger (key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
     "tool TEXT NOT NULL, request TEXT NOT NULL, outcome TEXT NOT NULL, created_at REAL NOT NULL);"
 )
+_OWN = {"entities", "write_ledger"}
+
+
+def _earlier_kind(table: str, columns: Sequence[str]) -> str | None:
+    """The kind an earlier-layout table held (``orders`` → ``order``), or None for any other table."""
+    if table in _OWN or table.startswith("sqlite_") or sorted(columns) != ["body", "id"] or len(table) < 2:
+        return None
+    return table[:-1] if table.endswith("s") else None
 
 
 class SQLiteWorldStore:
-    """Persists a :class:`RetailWorld` in one SQLite file (several processes may share it)."""
+    """Persists a world as entity rows in one SQLite file (several processes may share it)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._conn().executescript(_SCHEMA)
+        self._import_earlier()
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -54,6 +68,30 @@ class SQLiteWorldStore:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
+
+    def _import_earlier(self) -> None:
+        conn = self._conn()
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        earlier: dict[str, str] = {}
+        for table in tables:
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info('{table}')")]
+            kind = _earlier_kind(table, columns)
+            if kind is not None:
+                earlier[table] = kind
+        if not earlier:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM entities LIMIT 1").fetchone() is None:
+                for table in earlier:
+                    conn.execute(f"INSERT INTO entities (kind, id, body) SELECT ?, id, body FROM {table}",
+                                 (earlier[table],))
+            for table in earlier:
+                conn.execute(f"DROP TABLE {table}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def journal_mode(self) -> str:
         """The connection's journal mode (``wal`` once opened)."""
@@ -69,73 +107,58 @@ class SQLiteWorldStore:
     # -- reads -------------------------------------------------------------------
 
     def is_empty(self) -> bool:
-        """True when no user, order or product is stored."""
-        conn = self._conn()
-        return all(conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is None for t in _TABLES)
+        """True when no entity is stored."""
+        return self._conn().execute("SELECT 1 FROM entities LIMIT 1").fetchone() is None
 
-    def load(self) -> RetailWorld:
-        """The whole stored world (empty world when nothing is stored)."""
-        conn = self._conn()
-        conn.execute("BEGIN")  # one consistent snapshot across the three tables
-        try:
-            users = {i: User.model_validate_json(b) for i, b in conn.execute("SELECT id, body FROM users")}
-            orders = {i: Order.model_validate_json(b) for i, b in conn.execute("SELECT id, body FROM orders")}
-            products = {
-                i: Product.model_validate_json(b) for i, b in conn.execute("SELECT id, body FROM products")
-            }
-        finally:
-            conn.execute("COMMIT")
-        return RetailWorld(users=users, orders=orders, products=products)
+    def rows(self) -> list[Row]:
+        """Every stored entity as ``(kind, id, json)``, in one consistent snapshot."""
+        return [(k, i, b) for k, i, b in self._conn().execute("SELECT kind, id, body FROM entities ORDER BY rowid")]
+
+    def load(self, build: Callable[[Iterable[Row]], W]) -> W:
+        """The stored world, made by the pack's ``build`` (its ``from_entities``) from the rows."""
+        return build(self.rows())
 
     # -- writes ------------------------------------------------------------------
 
-    def _write(self, rows: Iterable[tuple[str, str, str]], replace_all: bool) -> None:
+    def _write(self, rows: Iterable[Row], replace_all: bool) -> None:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
             if replace_all:
-                for table in _TABLES:
-                    conn.execute(f"DELETE FROM {table}")
-            for table, key, body in rows:
-                conn.execute(f"INSERT OR REPLACE INTO {table} (id, body) VALUES (?, ?)", (key, body))
+                conn.execute("DELETE FROM entities")
+            for kind, key, body in rows:  # serialised inside the transaction: a bad entity rolls it back
+                conn.execute("INSERT OR REPLACE INTO entities (kind, id, body) VALUES (?, ?, ?)", (kind, key, body))
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 
-    @staticmethod
-    def _rows(
-        users: Iterable[User], orders: Iterable[Order], products: Iterable[Product]
-    ) -> Iterable[tuple[str, str, str]]:
-        # A generator: serialisation happens inside the transaction, so a bad entity rolls it back.
-        for user in users:
-            yield "users", user.user_id, user.model_dump_json(exclude_none=True)
-        for order in orders:
-            yield "orders", order.order_id, order.model_dump_json(exclude_none=True)
-        for product in products:
-            yield "products", product.product_id, product.model_dump_json(exclude_none=True)
-
-    def save(self, world: RetailWorld) -> None:
+    def save(self, world: Any) -> None:
         """Replace the stored world with ``world`` (one transaction)."""
-        self._write(
-            self._rows(world.users.values(), world.orders.values(), world.products.values()), replace_all=True
-        )
+        self._write(world.entities(), replace_all=True)
 
-    def save_entities(
-        self,
-        *,
-        users: Iterable[User] = (),
-        orders: Iterable[Order] = (),
-        products: Iterable[Product] = (),
-    ) -> None:
-        """Upsert the given entities atomically: all of them or none."""
-        self._write(self._rows(users, orders, products), replace_all=False)
+    def save_rows(self, rows: Iterable[Row]) -> None:
+        """Upsert the given entity rows atomically: all of them or none."""
+        self._write(rows, replace_all=False)
 
-    def save_changed(self, world: RetailWorld, user_ids: Iterable[str] = (), order_ids: Iterable[str] = ()) -> None:
-        """Persist the entities a tool call changed (ids as in ``ToolOutcome.changed_*``)."""
-        self.save_entities(
-            users=[world.users[u] for u in user_ids], orders=[world.orders[o] for o in order_ids]
-        )
+    def save_changed(self, world: Any, changed: Mapping[str, Sequence[str]]) -> None:
+        """Persist the entities a tool call changed (kind → ids, as in ``ToolCallResult.changed``)."""
+        self._write(_changed_rows(world, changed), replace_all=False)
+
+    def seed_if_empty(self, world: Any) -> bool:
+        """Store ``world`` when the store is empty; True when it seeded."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")  # the emptiness check and the seed are one transaction
+        try:
+            empty = conn.execute("SELECT 1 FROM entities LIMIT 1").fetchone() is None
+            if empty:
+                for kind, key, body in world.entities():
+                    conn.execute("INSERT INTO entities (kind, id, body) VALUES (?, ?, ?)", (kind, key, body))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return empty
 
     # -- the write ledger ------------------------------------------------------------
 
@@ -164,14 +187,12 @@ class SQLiteWorldStore:
         rows = self._conn().execute(sql + " ORDER BY created_at, rowid", params).fetchall()
         return [e for e in map(self._entry, rows) if e is not None]
 
-    def commit_write(
-        self, entry: LedgerEntry | None, world: RetailWorld, user_ids: list[str], order_ids: list[str]
-    ) -> LedgerEntry | None:
+    def commit_write(self, entry: LedgerEntry | None, world: Any,
+                     changed: Mapping[str, Sequence[str]]) -> LedgerEntry | None:
         """Upsert the changed entities of ``world`` and insert ``entry``, in one transaction.
 
-        Returns the entry already recorded under ``entry.key`` (nothing is
-        written) or ``None`` when this call recorded it. Any failure rolls the
-        whole transaction back and is raised.
+        Returns the entry already recorded under ``entry.key`` (nothing is written) or ``None`` when this
+        call recorded it. Any failure rolls the whole transaction back and is raised.
         """
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
@@ -183,9 +204,8 @@ class SQLiteWorldStore:
                 if prior is not None:
                     conn.execute("ROLLBACK")
                     return prior
-            rows = self._rows([world.users[u] for u in user_ids], [world.orders[o] for o in order_ids], ())
-            for table, key, body in rows:
-                conn.execute(f"INSERT OR REPLACE INTO {table} (id, body) VALUES (?, ?)", (key, body))
+            for kind, key, body in _changed_rows(world, changed):
+                conn.execute("INSERT OR REPLACE INTO entities (kind, id, body) VALUES (?, ?, ?)", (kind, key, body))
             if entry is not None:
                 conn.execute(
                     "INSERT INTO write_ledger (key, session_id, tool, request, outcome, created_at) "
@@ -200,33 +220,19 @@ class SQLiteWorldStore:
             raise
         return None
 
-    def seed_if_empty(self, world: RetailWorld) -> bool:
-        """Store ``world`` when the store is empty; True when it seeded."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")  # the emptiness check and the seed are one transaction
-        try:
-            empty = all(conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is None for t in _TABLES)
-            if empty:
-                for table, key, body in self._rows(
-                    world.users.values(), world.orders.values(), world.products.values()
-                ):
-                    conn.execute(f"INSERT INTO {table} (id, body) VALUES (?, ?)", (key, body))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return empty
-
     # -- async wrappers (for Serve deployments) ---------------------------------------
 
-    async def aload(self) -> RetailWorld:
+    async def aload(self, build: Callable[[Iterable[Row]], W]) -> W:
         """:meth:`load` in a worker thread."""
-        return await asyncio.to_thread(self.load)
+        return await asyncio.to_thread(self.load, build)
 
-    async def asave_changed(
-        self, world: RetailWorld, user_ids: Iterable[str] = (), order_ids: Iterable[str] = ()
-    ) -> None:
-        """:meth:`save_changed` in a worker thread (entities are copied first, on the caller's thread)."""
-        users = [world.users[u].model_copy(deep=True) for u in user_ids]
-        orders = [world.orders[o].model_copy(deep=True) for o in order_ids]
-        await asyncio.to_thread(lambda: self.save_entities(users=users, orders=orders))
+    async def asave_changed(self, world: Any, changed: Mapping[str, Sequence[str]]) -> None:
+        """:meth:`save_changed` in a worker thread (the rows are serialised first, on the caller's thread)."""
+        rows = list(_changed_rows(world, changed))
+        await asyncio.to_thread(self.save_rows, rows)
+
+
+def _changed_rows(world: Any, changed: Mapping[str, Sequence[str]]) -> Iterable[Row]:
+    for kind, keys in changed.items():
+        for key in keys:
+            yield kind, key, world.entity_json(kind, key)

@@ -48,7 +48,7 @@ def log_for(app, turn_id: str) -> list[dict]:
 def order_status(app, order_id: str) -> str:
     from ray import serve
 
-    return serve.get_deployment_handle("ToolsServer", app_name=app.app_name).get_order.remote(order_id).result()["status"]
+    return serve.get_deployment_handle("ToolsServer", app_name=app.app_name).entity.remote("order", order_id).result()["status"]
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def order_status(app, order_id: str) -> str:
     from ray import serve
 
     h = serve.get_deployment_handle("ToolsServer", app_name=app.app_name)
-    return h.get_order.remote(order_id).result()["status"]
+    return h.entity.remote("order", order_id).result()["status"]
 
 
 def events_log(app) -> list[dict]:

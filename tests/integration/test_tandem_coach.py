@@ -73,6 +73,7 @@ def test_w3_never_repeats_a_subject_in_consecutive_turns_and_decisions_replay(ap
     assert picks
     for a, b in zip(picks, picks[1:], strict=False):
         assert a is None or a != b
-    rows = asyncio.run(replay_session("tandem-coach-1", SQLiteSessionStore(app.store_path), app.telemetry))
+    rows = asyncio.run(replay_session("tandem-coach-1", SQLiteSessionStore(app.store_path), app.telemetry,
+                                     domain="coach"))
     assert rows and all(r["identical"] for r in rows), rows
     assert {r["kind"] for r in rows} >= {"tandem", "w3"}

@@ -32,7 +32,7 @@ def app(tmp_path_factory):
 def _order_status(app, order_id: str) -> str:
     from ray import serve
 
-    return serve.get_deployment_handle("ToolsServer", app_name=app.app_name).get_order.remote(order_id).result()["status"]
+    return serve.get_deployment_handle("ToolsServer", app_name=app.app_name).entity.remote("order", order_id).result()["status"]
 
 
 def _meta(app, session_id: str) -> dict:
@@ -105,7 +105,7 @@ def test_the_sessions_decisions_replay_identically(app):
     from serve.replay import replay_session
     from serve.stores.sqlite import SQLiteSessionStore
 
-    rows = asyncio.run(replay_session(SESSION, SQLiteSessionStore(app.store_path), app.telemetry))
+    rows = asyncio.run(replay_session(SESSION, SQLiteSessionStore(app.store_path), app.telemetry, domain="support"))
     assert rows and all(r["identical"] for r in rows), rows
 
 

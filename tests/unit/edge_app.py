@@ -19,6 +19,7 @@ def config(tmp: Path, *, auth_on: bool = True, kind: str = "prompting", **extra:
     cfg: dict[str, Any] = {
         "models": {"m": {"model_id": "m1", "source": "embedded"}},
         "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"},
+        "domain": {"name": "support"},
         "store": {"kind": "sqlite", "path": str(tmp / "sessions.db"), "vault_key_file": None},
         "telemetry": {"jsonl_dir": str(tmp / "telemetry")},
         "pipeline": {"kind": kind, "turn_deadline_s": 10},

@@ -187,6 +187,59 @@ def test_the_tandem_turn_imports_no_family_and_no_pack() -> None:
     assert bad == []
 
 
+#: Names that would tie ``serve/`` to one pack: the built-in packs, their kinds, their data.
+DOMAIN_WORDS = re.compile(r"\b(support|coach|retail|airline|tau2|order_id|creature|pokemon)\b", re.I)
+#: Where serve/ may name a pack: the scaffold (it writes a new pack, named by the user); the evaluation
+#: harness and the load generator's session scripts, whose suites are the packs' data until each pack
+#: declares its own (a pack hook), are listed apart below.
+SERVE_EXEMPT = {"serve.scaffold"}
+SERVE_HARNESS = ("serve.eval", "serve.loadtest")
+
+
+def serve_domain_names(root: Path, harness: bool = False) -> list[str]:
+    """Imports of a pack's modules (``pipelines.domains.<pack>``) and string literals naming a pack in serve/."""
+    packs = {m for m in modules(root) if m.startswith("pipelines.domains.")}
+    allowed = {"pipelines.domains.conformance", "pipelines.domains.testing"}
+    found = []
+    for mod, path in modules(root, "serve").items():
+        if mod in SERVE_EXEMPT or "protos" in mod or (harness and any(_under(mod, h) for h in SERVE_HARNESS)):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if any(_under(name, p) for p in packs - allowed) and not any(_under(name, a) for a in allowed):
+                    found.append(f"{mod}:{node.lineno} imports {name}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                docstring = any(isinstance(p, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                                and p.body and isinstance(p.body[0], ast.Expr) and p.body[0].value is node
+                                for p in ast.walk(tree))
+                if not docstring and DOMAIN_WORDS.search(node.value):
+                    found.append(f"{mod}:{node.lineno} names {DOMAIN_WORDS.search(node.value).group(0)!r}")
+    return sorted(set(found))
+
+
+def test_the_serve_checker_finds_an_import_and_a_literal(tmp_path: Path) -> None:
+    (tmp_path / "pipelines" / "domains" / "shop").mkdir(parents=True)
+    (tmp_path / "pipelines" / "domains" / "shop" / "__init__.py").write_text("")
+    (tmp_path / "serve").mkdir()
+    (tmp_path / "serve" / "a.py").write_text('"""Serves the support pack (a docstring may say so)."""\n'
+                                             "from pipelines.domains.shop import x\n")
+    (tmp_path / "serve" / "b.py").write_text('NAME = "coach"\nOK = "not supported"\n')
+    assert serve_domain_names(tmp_path) == ["serve.a:2 imports pipelines.domains.shop",
+                                            "serve.a:2 imports pipelines.domains.shop.x",
+                                            "serve.b:1 names 'coach'"]
+
+
+def test_serve_names_no_domain() -> None:
+    """serve/ reaches a pack only by its configured name, through the registry (pipelines.domains)."""
+    assert serve_domain_names(ROOT, harness=True) == []
+
+
 # -- copies ---------------------------------------------------------------------------------------
 
 WINDOW = 6

@@ -103,7 +103,8 @@ def _serve_file(user_config: dict) -> dict:
     return {"applications": [{"name": "t", "import_path": "serve.app:build_app", "deployments": [
         {"name": "TandemIngress", "user_config": user_config}], "args": {
         "models": {"m": {"model_id": "m", "source": "embedded"}},
-        "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"}}}]}
+        "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"},
+        "domain": {"name": "support"}}}]}
 
 
 def test_ingress_user_config_is_validated_strictly() -> None:

@@ -57,7 +57,7 @@ def test_authenticate_look_up_card_confirm_cancel() -> None:
     assert r.reply.startswith(f"Order {ALEX.pending_order_id} has been cancelled.")
     assert "five to seven business days" in r.reply
     meta = h.last_meta
-    assert meta["executed"] == "card.cancel_order" and meta["changed_order_ids"] == [ALEX.pending_order_id]
+    assert meta["executed"] == "card.cancel_order" and meta["changed"]["order"] == [ALEX.pending_order_id]
     assert meta["facts"]["pending_action"] is None and r.status == "ok"
     assert r.of("action_card") == []
 

@@ -20,6 +20,7 @@ from pipelines.core.ports import write_key
 from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain
 from pipelines.domains.support.generator import FIXTURES, generate_world
+from pipelines.domains.support.world import RetailWorld
 from pipelines.errors import ModelUnavailable, ToolError, UpstreamError
 from pipelines.events import TurnRequest
 from pipelines.guardrails import LocalGuardrails
@@ -80,7 +81,7 @@ def store(tmp_path) -> SQLiteWorldStore:
 
 def session_at_the_card(store: SQLiteWorldStore, *, transport: dict | None = None,
                         guardrails: LocalGuardrails | None = None) -> tuple[Harness, LocalToolRunner, Transport]:
-    runner = LocalToolRunner(build_support_domain(), store.load(), ledger=store)
+    runner = LocalToolRunner(build_support_domain(), store.load(RetailWorld.from_entities), ledger=store)
     hop = Transport(runner, **(transport or {}))
     settings = DRSettings(orchestrator=OrchestratorSettings(tool_timeout_s=0.05))
     h = Harness(tools=hop, settings=settings, guardrails=guardrails)
@@ -99,14 +100,14 @@ def executions(runner: LocalToolRunner) -> int:
 
 def audit(store: SQLiteWorldStore, runner: LocalToolRunner, *, executed: bool) -> None:
     """0 lost, 0 doubled, memory == disk == ledger."""
-    disk = store.load().orders[OID]
+    disk = store.load(RetailWorld.from_entities).orders[OID]
     assert disk == runner.world.orders[OID]
     rows = [e for e in store.ledger("s1") if e.outcome.observation.ok]
     refunds = [p for p in disk.payment_history if p.transaction_type == "refund"]
     if executed:
         assert disk.status == "cancelled" and len(rows) == 1 and len(refunds) == 1
         assert rows[0].key == write_key("s1", "card.cancel_order", "t3")
-        assert rows[0].outcome.changed_order_ids == [OID]
+        assert rows[0].outcome.changed["order"] == [OID]
     else:
         assert disk.status == "pending" and rows == [] and refunds == []
     assert executions(runner) == (1 if executed else 0)
@@ -196,7 +197,7 @@ def test_a_failed_commit_changes_nothing_says_so_and_keeps_the_card(store: SQLit
     system = [c for role, c in h.models.calls if role == "generator"][-1].messages[0].content
     assert PATH_INSTRUCTIONS["fallback"] in system
     assert runner.world.orders[OID].status == "pending" and executions(runner) == 2  # tried twice, committed never
-    assert store.load().orders[OID].status == "pending" and store.ledger() == []
+    assert store.load(RetailWorld.from_entities).orders[OID].status == "pending" and store.ledger() == []
     store._conn().execute("DROP TRIGGER f")
     runner.calls.clear()
     r = h.turn("yes", gen=[DONE])  # the session is still usable: the same card, once
@@ -263,7 +264,7 @@ def test_a_generator_failure_after_the_write_still_records_it(store: SQLiteWorld
     h, runner, _ = session_at_the_card(store)
     r = h.turn("yes", gen=[ModelUnavailable("generator overloaded")])
     audit(store, runner, executed=True)
-    assert meta(h)["executed"] == "card.cancel_order" and meta(h)["changed_order_ids"] == [OID]
+    assert meta(h)["executed"] == "card.cancel_order" and meta(h)["changed"]["order"] == [OID]
     assert r.status == "fallback" and meta(h)["fallback"]["trigger"] == "model_error"
     assert meta(h)["facts"]["pending_action"] is None  # done: a later yes cannot run it again
 

@@ -25,7 +25,7 @@ from pipelines import errors as E
 from pipelines.errors import TandemError, all_error_classes
 from pipelines.events import ReplyDelta
 from pipelines.protocols import ChatMessage, ModelCall
-from serve.adapters import HandleGuardrails, HandleRuleKernels, HandleToolRunner
+from serve.adapters import HandleGuardrails, HandleRuleKernels, HandleTools
 from serve.grpc_codec import proto_to_event
 from serve.protos import assistant_pb2 as pb
 from serve.testing import FakeGrpcContext, FakeHandle, IngressHarness, RemoteError, llm_chunks
@@ -99,7 +99,7 @@ def h(tmp_path_factory: pytest.TempPathFactory):
                         **handles) as harness:
         ing = harness.ingress
         ing.runner.pipeline = StagedPipeline(ing.models, HandleGuardrails(handles["guardrails"]),
-                                             HandleToolRunner(handles["tools"]), HandleRuleKernels(handles["rule_kernels"]))
+                                             HandleTools(handles["tools"]), HandleRuleKernels(handles["rule_kernels"]))
         harness.tmp = tmp
         yield harness
 

@@ -16,7 +16,7 @@ import ray.serve.exceptions as serve_exc
 
 from pipelines import errors as E
 from pipelines.errors import TandemError
-from serve.adapters import HandleCoachTools, HandleGuardrails, HandleRuleKernels, HandleToolRunner
+from serve.adapters import HandleGuardrails, HandleRuleKernels, HandleTools
 from serve.foreign import CPU_ERRORS, MODEL_ERRORS, PASSTHROUGH, translate
 from serve.testing import FakeHandle, RemoteError
 
@@ -110,13 +110,13 @@ def _calls(handle: FakeHandle) -> list:
 
     view = PostGuardView(path="answer")
     return [
-        lambda: HandleToolRunner(handle).call("t", {}, None),
-        lambda: HandleToolRunner(handle).precheck("t", {}, None),
+        lambda: HandleTools(handle).call("t", {}, None),
+        lambda: HandleTools(handle).precheck("t", {}, None),
         lambda: HandleGuardrails(handle).pre("hi"),
         lambda: HandleGuardrails(handle).post("s.", view),
-        lambda: HandleCoachTools(handle).call("t", {}, "s"),
-        lambda: HandleCoachTools(handle).load_state("s", ["k"]),
-        lambda: HandleCoachTools(handle).live_facts("s"),
+        lambda: HandleTools(handle).call("t", {}, "s"),
+        lambda: HandleTools(handle).load_state("s", ["k"]),
+        lambda: HandleTools(handle).live_facts("s"),
         lambda: HandleRuleKernels(handle).tables_version(),
         lambda: HandleRuleKernels(handle).w1_tables(),
         lambda: HandleRuleKernels(handle).ground({}, {}, "i"),

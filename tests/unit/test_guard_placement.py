@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 TABLE = yaml.safe_load((REPO / "configs" / "guardrails.yaml").read_text())
 BAD = {**TABLE, "version": "bad-1", "injection": [{"id": "x", "kind": "injection", "pattern": "("}]}
 ARGS = {"models": {"m": {"model_id": "m", "source": "embedded"}},
-        "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"}}
+        "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"}, "domain": {"name": "support"}}
 
 
 def _file(deployments: list[dict[str, Any]], **args: Any) -> dict[str, Any]:

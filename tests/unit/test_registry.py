@@ -61,15 +61,19 @@ def test_the_config_refuses_a_kind_on_a_domain_it_does_not_serve():
 
 
 @pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.setitem(domains.DOMAIN_PACKS, "toy", "tests.unit.toy_domain")
-    return domains.domain_module("toy")
+def toy():
+    from tests.unit import toy_domain
+
+    domains.register("toy", toy_domain.DomainPack)  # a pack registered in process (no distribution installed)
+    yield toy_domain
+    domains.unregister("toy")
 
 
 def _toy_turns(toy, script: list[tuple[str, list[str]]]):
     pack = domains.load_domain("toy")
     kernels = LocalRuleKernels(domains.rule_tables_holder("toy"), labels=pack.labels, tools=pack.registry.names(),
                                branch_of_intent=pack.branch_of_intent)
+    assert kernels.holder.version == LocalRuleKernels.of(pack).holder.version
     models, store, sink = ScriptModels(), InMemorySessionStore(), ListEventSink()
     tools = toy.make_tools()
     pipeline = build_pipeline(SETTINGS.validate_python({"kind": "tandem"}),
@@ -117,10 +121,10 @@ def test_a_third_domain_is_accepted_by_the_config_and_hosted_without_serve_chang
     import yaml
 
     from serve.config import AppConfig
-    from serve.deployments import tools_server_for
+    from serve.deployments.tools import ToolsServer
 
     args = yaml.safe_load(open("configs/embedded.yaml"))["applications"][0]["args"]
     args["domain"] = {"name": "toy"}
     assert AppConfig.model_validate(args).domain.name == "toy"
-    cls, name = tools_server_for("toy")
-    assert cls.__name__ == "PackToolsServer" and name == "ToolsServer"
+    server = ToolsServer({"name": "toy", "seed": 0})
+    assert server.store is None and server.pack.name == "toy"

@@ -141,8 +141,8 @@ def test_cancel_refunds_card_and_credits_gift_card(world: RetailWorld) -> None:
     total = order.payment_history[0].amount
     out = call("cancel_pending_order", {"order_id": order.order_id, "reason": "no longer needed"},
                ctx_for(ALEX.user_id), world)
-    assert out.observation.ok and out.changed_order_ids == [order.order_id]
-    assert out.changed_user_ids == [ALEX.user_id]
+    assert out.observation.ok and out.changed["order"] == [order.order_id]
+    assert out.changed["user"] == [ALEX.user_id]
     assert order.status == "cancelled" and order.cancel_reason == "no longer needed"
     assert order.payment_history[-1].model_dump() == {
         "transaction_type": "refund", "amount": total, "payment_method_id": ALEX.credit_card_id}
@@ -315,7 +315,7 @@ def test_modify_user_address(world: RetailWorld) -> None:
     assert refused("modify_user_address", args, ctx_for(PRIYA.user_id), world) == "other_user"
     assert refused("modify_user_address", args, ctx_for(ALEX.user_id, False), world) == "not_confirmed"
     out = call("modify_user_address", args, ctx_for(ALEX.user_id), world)
-    assert out.observation.ok and out.changed_user_ids == [ALEX.user_id] and out.changed_order_ids == []
+    assert out.observation.ok and out.changed == {"user": [ALEX.user_id]}
     assert world.users[ALEX.user_id].address.zip == "89501"
 
 

@@ -213,7 +213,7 @@ def test_events_never_carry_the_email_in_the_clear():
 
 def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
     from pipelines.core.replay import replay_decisions as replay_turn
-    from pipelines.domains import domain_module
+    from pipelines.domains import load_rule_bundle
 
     h = TandemHarness()
     _verify(h)
@@ -222,7 +222,7 @@ def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
     ])
     events = [{"kind": k, **f} for k, f in r.sink]
-    phi = domain_module("support").load_rule_tables().phi
+    phi = load_rule_bundle("support").phi
     rep = replay_turn(events, phi)
     assert rep.decisions == 2 and rep.identical  # one Φ lookup, one orchestrator step
     step = next(e for e in events if e["kind"] == "tandem.step")

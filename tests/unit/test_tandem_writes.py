@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain, generate_world
+from pipelines.domains.support.world import RetailWorld
 from pipelines.guardrails import canary_token
 from pipelines.tandem.settings import TandemSettings
 from serve.stores.world_sqlite import SQLiteWorldStore
@@ -45,7 +46,7 @@ def test_a_typed_address_reaches_the_backend_with_the_users_words() -> None:
 def test_a_confirmed_tandem_write_is_recorded_in_the_ledger_once(tmp_path) -> None:
     store = SQLiteWorldStore(tmp_path / "w.db")
     store.seed_if_empty(generate_world(7))
-    runner = LocalToolRunner(build_support_domain(), store.load(), ledger=store)
+    runner = LocalToolRunner(build_support_domain(), store.load(RetailWorld.from_entities), ledger=store)
     h = verified(runner)
     h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order."),
                                                j(decision="action", card_id="card.cancel_order",
@@ -53,7 +54,7 @@ def test_a_confirmed_tandem_write_is_recorded_in_the_ledger_once(tmp_path) -> No
     h.turn("yes")
     [entry] = store.ledger("s1")
     assert entry.tool == "cancel_pending_order" and entry.outcome.observation.ok
-    assert store.load().orders[OID].status == "cancelled" == runner.world.orders[OID].status
+    assert store.load(RetailWorld.from_entities).orders[OID].status == "cancelled" == runner.world.orders[OID].status
 
 
 def test_the_canary_is_in_every_tandem_system_prompt() -> None:

@@ -15,6 +15,7 @@ from pipelines.core.ports import UNGROUNDED, LedgerEntry, ToolSession, write_key
 from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain
 from pipelines.domains.support.generator import FIXTURES, generate_world
+from pipelines.domains.support.world import RetailWorld
 from pipelines.errors import ToolError
 from serve.stores.world_sqlite import SQLiteWorldStore
 
@@ -33,7 +34,7 @@ def store(tmp_path) -> SQLiteWorldStore:
 
 
 def runner_over(store: SQLiteWorldStore) -> LocalToolRunner:
-    return LocalToolRunner(build_support_domain(), store.load(), ledger=store)
+    return LocalToolRunner(build_support_domain(), store.load(RetailWorld.from_entities), ledger=store)
 
 
 def session(key: str | None = KEY, texts: tuple[str, ...] = ("please cancel it, I no longer need it", "yes"),
@@ -59,7 +60,7 @@ def cancels(r: LocalToolRunner) -> int:
 
 def agree(store: SQLiteWorldStore, r: LocalToolRunner) -> None:
     """Memory and disk hold the same order, and a recorded write is on disk."""
-    disk = store.load().orders[OID]
+    disk = store.load(RetailWorld.from_entities).orders[OID]
     assert disk == r.world.orders[OID]
     rows = store.ledger("s1")
     assert (disk.status == "cancelled") == any(e.outcome.observation.ok for e in rows)
@@ -71,11 +72,11 @@ def agree(store: SQLiteWorldStore, r: LocalToolRunner) -> None:
 def test_commit_write_records_entities_and_outcome_in_one_transaction(store: SQLiteWorldStore) -> None:
     r = runner_over(store)
     res = asyncio.run(r.call("cancel_pending_order", CANCEL, session()))
-    assert res.observation.ok and not res.replayed and res.changed_order_ids == [OID]
+    assert res.observation.ok and not res.replayed and res.changed["order"] == [OID]
     [entry] = store.ledger("s1")
     assert entry.key == KEY and entry.tool == "cancel_pending_order" and entry.outcome == res
     assert store.recorded(KEY) == entry and store.recorded("other") is None
-    assert store.load().orders[OID].status == "cancelled"
+    assert store.load(RetailWorld.from_entities).orders[OID].status == "cancelled"
     agree(store, r)
 
 
@@ -83,23 +84,23 @@ def test_a_recorded_key_is_never_written_twice(store: SQLiteWorldStore) -> None:
     r = runner_over(store)
     asyncio.run(r.call("cancel_pending_order", CANCEL, session()))
     entry = store.recorded(KEY)
-    world = store.load()
+    world = store.load(RetailWorld.from_entities)
     world.orders[OID].status = "pending"  # a second writer with a stale view
-    prior = store.commit_write(entry, world, [], [OID])
+    prior = store.commit_write(entry, world, {"order": [OID]})
     assert prior == entry
-    assert store.load().orders[OID].status == "cancelled" and len(store.ledger()) == 1
+    assert store.load(RetailWorld.from_entities).orders[OID].status == "cancelled" and len(store.ledger()) == 1
 
 
 def test_a_failed_commit_leaves_the_store_unchanged(store: SQLiteWorldStore) -> None:
     fail_commits(store)
-    world = store.load()
+    world = store.load(RetailWorld.from_entities)
     world.orders[OID].status = "cancelled"
     entry = LedgerEntry(key=KEY, session_id="s1", tool="cancel_pending_order", request="x",
                         outcome=asyncio.run(runner_over(store).call("get_order_details", {"order_id": OID},
                                                                      session(key=None))))
     with pytest.raises(sqlite3.IntegrityError):
-        store.commit_write(entry, world, [ALEX.user_id], [OID])
-    assert store.load().orders[OID].status == "pending" and store.ledger() == []
+        store.commit_write(entry, world, {"user": [ALEX.user_id], "order": [OID]})
+    assert store.load(RetailWorld.from_entities).orders[OID].status == "pending" and store.ledger() == []
     assert not store._conn().in_transaction
 
 
@@ -131,7 +132,7 @@ def test_a_key_reused_for_other_arguments_is_refused(store: SQLiteWorldStore) ->
     with pytest.raises(ToolError) as exc:
         asyncio.run(r.call("cancel_pending_order", other, session(texts=("I ordered it by mistake",))))
     assert exc.value.details["reason"] == "idempotency_key_reused"
-    assert store.load().orders[OID].cancel_reason == "no longer needed"
+    assert store.load(RetailWorld.from_entities).orders[OID].cancel_reason == "no longer needed"
 
 
 def test_different_keys_are_different_writes(store: SQLiteWorldStore) -> None:
@@ -150,7 +151,7 @@ def test_a_failed_commit_raises_a_tool_error_and_changes_nothing(store: SQLiteWo
         asyncio.run(r.call("cancel_pending_order", CANCEL, session()))
     assert exc.value.details["reason"] == "commit_failed"
     assert r.world.orders[OID] is before and before.status == "pending" and before.payment_history[-1].transaction_type == "payment"
-    assert store.load().orders[OID].status == "pending" and store.ledger() == []
+    assert store.load(RetailWorld.from_entities).orders[OID].status == "pending" and store.ledger() == []
     heal(store)
     res = asyncio.run(r.call("cancel_pending_order", CANCEL, session()))  # the same key, once the store is back
     assert res.observation.ok and not res.replayed
@@ -174,11 +175,11 @@ def test_two_concurrent_calls_with_one_key_execute_once(store: SQLiteWorldStore)
 def test_an_unkeyed_write_is_still_persisted_before_memory(store: SQLiteWorldStore) -> None:
     r = runner_over(store)
     store._conn().execute(
-        "CREATE TRIGGER fail_orders BEFORE INSERT ON orders BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        "CREATE TRIGGER fail_orders BEFORE INSERT ON entities WHEN NEW.kind = 'order' BEGIN SELECT RAISE(ABORT, 'disk full'); END"
     )
     with pytest.raises(ToolError):
         asyncio.run(r.call("cancel_pending_order", CANCEL, session(key=None)))
-    assert r.world.orders[OID].status == "pending" and store.load().orders[OID].status == "pending"
+    assert r.world.orders[OID].status == "pending" and store.load(RetailWorld.from_entities).orders[OID].status == "pending"
 
 
 # ---- grounding at the backend ---------------------------------------------------------------
@@ -196,7 +197,7 @@ def test_precheck_and_execution_refuse_ungrounded_arguments(store: SQLiteWorldSt
     res = asyncio.run(r.call("modify_pending_order_address", ADDRESS, session(texts=texts)))
     assert not res.observation.ok and res.reason == UNGROUNDED
     assert r.world.orders[OID].address.address1 == "1 Market Street"
-    assert store.load().orders[OID].address.address1 == "1 Market Street"
+    assert store.load(RetailWorld.from_entities).orders[OID].address.address1 == "1 Market Street"
     [entry] = store.ledger()
     assert entry.outcome.reason == UNGROUNDED  # the refusal is the card's recorded outcome
 
@@ -207,7 +208,7 @@ def test_the_users_own_words_ground_a_new_address(store: SQLiteWorldStore) -> No
     assert asyncio.run(r.precheck("modify_pending_order_address", ADDRESS, session(texts=texts))) is None
     res = asyncio.run(r.call("modify_pending_order_address", ADDRESS, session(texts=texts)))
     assert res.observation.ok
-    assert store.load().orders[OID].address.city == "Evil Manor" == r.world.orders[OID].address.city
+    assert store.load(RetailWorld.from_entities).orders[OID].address.city == "Evil Manor" == r.world.orders[OID].address.city
 
 
 def test_an_ineligible_write_is_refused_before_its_grounding(store: SQLiteWorldStore) -> None:
@@ -226,7 +227,7 @@ def test_the_tools_server_uses_the_store_as_its_ledger(tmp_path) -> None:
     assert first.observation.ok and again.replayed
     rows = asyncio.run(server.ledger("s1"))
     assert [r["key"] for r in rows] == [KEY]
-    assert asyncio.run(server.get_order(OID))["status"] == "cancelled"
+    assert asyncio.run(server.entity("order", OID))["status"] == "cancelled"
     restarted = ToolsServer({"name": "support", "seed": 7, "world_path": str(tmp_path / "w.db")})
-    assert asyncio.run(restarted.get_order(OID))["status"] == "cancelled"
+    assert asyncio.run(restarted.entity("order", OID))["status"] == "cancelled"
     assert asyncio.run(restarted.call("cancel_pending_order", CANCEL, session())).replayed

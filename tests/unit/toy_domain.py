@@ -12,8 +12,6 @@ from pydantic import BaseModel, ConfigDict
 
 from pipelines.core.ports import ToolCallResult, ToolSession
 from pipelines.domain import DomainTexts, TurnFacts
-from pipelines.sgc.tables import RuleTablesHolder
-from pipelines.sgc.tables import load_rule_tables as load_bundle
 from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
 
 CITIES = ("Oslo", "Lima", "Cairo")
@@ -90,6 +88,7 @@ class DomainPack:
     branch_of_intent = {"ask": "weather"}
     entity_kind = None
     transfer_tool = None
+    binds_user = False
     transfer_reasons: Mapping[str, str] = {}
 
     def __init__(self) -> None:
@@ -133,14 +132,18 @@ class DomainPack:
             return [f"Tomorrow in {state['get_forecast.city']}: {state['get_forecast.sky']}."]
         return []
     def lead_lines(self, facts, contract): return []
+    persistent = False
+    def new_world(self, seed, dataset=None): return {"sky": {"Oslo": "snow", "Lima": "sun"}, "alerts": set()}
+    def world_from_entities(self, rows): raise NotImplementedError
+    def tool_runner(self, world, ledger): return ToyTools(world)
     def reply_judges(self, facts, contract): return []
     def refusal_line(self, refusal, title, contract): return f"I can't {title.lower()}."
     def executed_lines(self, action, contract): return [self.texts.templates["executed_account"]]
 
 
 class ToyTools:
-    def __init__(self) -> None:
-        self.world = {"sky": {"Oslo": "snow", "Lima": "sun"}, "alerts": set()}
+    def __init__(self, world: dict) -> None:
+        self.world = world
         self.reg = registry()
 
     async def call(self, name: str, args: dict, session: ToolSession) -> ToolCallResult:
@@ -152,14 +155,4 @@ class ToyTools:
 
 
 def make_tools(seed: int = 0) -> ToyTools:
-    return ToyTools()
-
-
-def load_rule_tables(data: Any | None = None) -> Any:
-    return load_bundle(TABLES if data is None else data, labels=LABELS, tools=registry().names(),
-                       conflict_kinds=("unknown_city",), branches={"weather"})
-
-
-def rule_tables_holder() -> Any:
-    return RuleTablesHolder(TABLES, labels=LABELS, tools=registry().names(), conflict_kinds=("unknown_city",),
-                            branches={"weather"})
+    return DomainPack().tool_runner(DomainPack().new_world(seed), None)

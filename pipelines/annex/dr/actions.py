@@ -117,8 +117,7 @@ class ActionHandler:
             raise Stop(fallback("no_eligible_action", record.reason or "refused"))
         executed = EligibleAction(card_id=pending.card_id, title=pending.title, tool=pending.tool,
                                   params=pending.args, status="executed")
-        return Outcome(path="answer", executed=executed, changed_user_ids=result.changed_user_ids,
-                       changed_order_ids=result.changed_order_ids)
+        return Outcome(path="answer", executed=executed, changed=dict(result.changed))
 
     def select(self, inp: OrchestratorInput, emit: Emit, step: int, entity_id: str | None) -> Outcome:
         """``None`` asks the user to choose; an id must be an observed entity."""

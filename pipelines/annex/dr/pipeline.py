@@ -245,7 +245,6 @@ class DRPipeline:
             "escalation": outcome.escalation_reason,
             "withheld": gate.withheld,
             "steps": outcome.steps,
-            "changed_order_ids": outcome.changed_order_ids,
-            "changed_user_ids": outcome.changed_user_ids,
+            "changed": outcome.changed,
             "rules_version": st.pre.rules_version,
         }

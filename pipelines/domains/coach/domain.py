@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.core.contract import C2, EligibleAction, ForwardContract, compact
@@ -30,12 +30,12 @@ from pipelines.sgc.w2_diff import CONFLICT_KINDS, DEFAULT_TIERS
 
 from .judge import CoachJudge, ReplyJudge
 from .labels import BRANCH_OF_INTENT, INTENT_CUES, INTENT_LABELS, SUB_INTENT_CUES, cued
-from .pack import BRANCHES, coach_rule_tables_dict, coach_tables_holder, load_coach_rule_tables
-from .runner import CoachFacts
+from .pack import BRANCHES, coach_rule_tables_dict
+from .runner import CoachFacts, LocalCoachTools
 from .tools import build_registry
-from .world import ELEMENTS, generate_coach_world
+from .world import ELEMENTS, CoachWorld, generate_coach_world
 
-__all__ = ["DomainPack", "COACH_TEXTS", "rule_tables_holder", "load_rule_tables"]
+__all__ = ["DomainPack", "COACH_TEXTS"]
 
 COACH_TEXTS = DomainTexts(
     safe_ack="Let me look at your team.",
@@ -96,6 +96,7 @@ class DomainPack:
     entity_kind: str | None = None  # a coach change names no record of the user's (it has no writes)
     transfer_tool: str | None = None
     transfer_reasons: Mapping[str, str] = {}
+    binds_user: bool = True  # a coach session plays as the request's user (bound on the tools)
 
     def __init__(self, seed: int = 7) -> None:
         self._registry = build_registry()
@@ -107,6 +108,19 @@ class DomainPack:
     @property
     def registry(self) -> Any:
         return self._registry
+
+    # -- serving (the tools deployment) -------------------------------------------------------
+
+    persistent = False  # read-only game data: generated from the seed on every start
+
+    def new_world(self, seed: int, dataset: str | None = None) -> CoachWorld:
+        return generate_coach_world(seed)
+
+    def world_from_entities(self, rows: Iterable[tuple[str, str, str]]) -> CoachWorld:
+        raise NotImplementedError("the coach world is not stored: it is generated from the seed")
+
+    def tool_runner(self, world: Any, ledger: Any) -> LocalCoachTools:
+        return LocalCoachTools(world)
 
     def arg_kinds(self, tool: str) -> Mapping[str, str]:
         return _ARG_KINDS.get(tool, {})
@@ -349,14 +363,6 @@ def _answer_line(tool: str, res: Mapping[str, Any], sub_intent: str = "") -> lis
         return [*_team_line(res["creatures"], sub_intent),
                 (7, f"You have {n} creature{'' if n == 1 else 's'} on your team.")]
     return []
-
-
-def rule_tables_holder() -> Any:
-    return coach_tables_holder()
-
-
-def load_rule_tables(data: Any | None = None) -> Any:
-    return load_coach_rule_tables(data)
 
 
 __all__ += ["BRANCHES"]

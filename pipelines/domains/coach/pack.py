@@ -11,36 +11,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pipelines.errors import ConfigError
+from pipelines.domain import read_tables
 from pipelines.sgc.tables import RuleTables, RuleTablesHolder, load_rule_tables
 
 from .labels import BRANCH_OF_INTENT, INTENT_LABELS
 from .tools import TOOL_NAMES
 
-__all__ = ["TABLES_DIR", "TABLE_FILES", "coach_rule_tables_dict", "load_coach_rule_tables", "coach_tables_holder"]
+__all__ = ["TABLES_DIR", "coach_rule_tables_dict", "load_coach_rule_tables", "coach_tables_holder"]
 
 TABLES_DIR = Path(__file__).with_name("tables")
 BRANCHES: frozenset[str] = frozenset(BRANCH_OF_INTENT.values())
-TABLE_FILES = {"phi": "phi.yaml", "psi": "psi.yaml", "tiers": "tiers.yaml", "w3": "w3.yaml"}
-
-
-def _read(name: str) -> Any:
-    path = TABLES_DIR / name
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read rule table {path}: {exc}", details={"path": str(path)}) from exc
 
 
 def coach_rule_tables_dict() -> dict[str, Any]:
     """The coach rule bundle as a plain dict: ``{version, phi, psi, tiers, w3}``."""
-    data: dict[str, Any] = {key: _read(fname) for key, fname in TABLE_FILES.items()}
-    parts = [data["phi"]["version"], data["psi"]["version"], data["tiers"]["version"]]
-    parts += [data["w3"][b]["version"] for b in sorted(data["w3"])]
-    data["version"] = "coach:" + "+".join(parts)
-    return data
+    return read_tables(TABLES_DIR, "coach")
 
 
 def load_coach_rule_tables(data: Any | None = None) -> RuleTables:

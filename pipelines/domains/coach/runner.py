@@ -23,7 +23,11 @@ from .sessions import SUPPORTED_STYLES, live_facts_for
 from .tools import build_registry
 from .world import CoachWorld
 
-__all__ = ["CoachFacts", "LocalCoachTools"]
+__all__ = ["CoachFacts", "LocalCoachTools", "DEFAULT_USER", "DEFAULT_OPPONENT"]
+
+#: Who an unbound session plays as, and against, when the request names no known user.
+DEFAULT_USER = "u001"
+DEFAULT_OPPONENT = "o01"
 
 
 class CoachFacts(BaseModel):
@@ -67,6 +71,16 @@ class LocalCoachTools:
         """Open (or rebind) a session for ``user_id`` with its initial state values."""
         vals = {"user_id": user_id, **dict(values or {})}
         self.sessions[session_id] = _Session(user_id=user_id, values=vals, version=version)
+
+    def bind_user(self, session_id: str, user_id: str | None, opponent_id: str | None = None) -> str:
+        """Bind a new session to its player (the request's ``user_id``, else the world's first user); returns the
+        bound user. A session already bound keeps its player."""
+        s = self.sessions.get(session_id)
+        if s is not None and s.user_id is not None:
+            return s.user_id
+        uid = user_id if user_id in self.world.users else DEFAULT_USER
+        self.bind(session_id, uid, {"opponent_id": opponent_id or DEFAULT_OPPONENT})
+        return uid
 
     def set_state(self, session_id: str, values: Mapping[str, Any], *, version: int | None = None) -> int:
         """Replace the session's state values; returns the new live version."""

@@ -13,7 +13,7 @@ Typical wiring::
     authenticate(ctx, out.observation.result["user_id"], world)
     ctx.confirmed = True                              # only after the user's explicit yes
     out = invoke(domain.registry, "cancel_pending_order", {...}, ctx, world)
-    store.save_entities(world, users=out.changed_user_ids, orders=out.changed_order_ids)
+    store.save_changed(world, out.changed)
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .tools import (
     LOOKUP_TOOLS,
     TOOL_NAMES,
     WRITE_TOOLS,
-    ToolOutcome,
     build_registry,
     invoke,
     precheck,
@@ -41,7 +40,6 @@ __all__ = [
     "SupportDomain",
     "build_support_domain",
     "RetailWorld",
-    "ToolOutcome",
     "authenticate",
     "invoke",
     "precheck",

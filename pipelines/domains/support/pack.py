@@ -8,22 +8,25 @@ candidates read off the owner's records. Verification is code: a successful
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.core.kernels import load_bundle
 from pipelines.domain import (
+    CallOutcome,
     CardSpec,
     DomainTexts,
     EligibleAction,
     ForwardContract,
+    LocalToolRunner,
     PendingCard,
     TurnFacts,
+    read_tables,
 )
-from pipelines.errors import ConfigError, TandemError
+from pipelines.errors import TandemError
 from pipelines.grounding import CandidateSet
 from pipelines.guardrails.ids import extract_ids, walk_strings
 from pipelines.tools import ToolContext, ToolRegistry
@@ -57,8 +60,8 @@ from .labels import (
 from .observations import state_from_observation, summarize_result
 from .policy import policy_lines
 from .texts import GENERATOR_PERSONA, ORCHESTRATOR_POLICY, SUPPORT_TEXTS
-from .tools import LOOKUP_TOOLS, WRITE_TOOLS, ToolOutcome, build_registry, invoke, precheck
-from .world import load_tau2_world
+from .tools import LOOKUP_TOOLS, WRITE_TOOLS, build_registry, invoke, precheck
+from .world import RetailWorld, load_tau2_world
 
 __all__ = ["SupportState", "SupportPack", "support_rule_tables", "load_support_rule_tables", "OPEN_READS", "PRIVATE_READS"]
 
@@ -91,17 +94,7 @@ class SupportState(BaseModel):
 
 def support_rule_tables() -> dict[str, Any]:
     """The support rule bundle as a plain dict (``{version, phi, psi, tiers, w3}``)."""
-    data: dict[str, Any] = {}
-    for key in ("phi", "psi", "tiers", "w3"):
-        path = TABLES_DIR / f"{key}.yaml"
-        try:
-            data[key] = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read rule table {path}: {exc}", details={"path": str(path)}) from exc
-    parts = [data["phi"]["version"], data["psi"]["version"], data["tiers"]["version"]]
-    parts += [data["w3"][b]["version"] for b in sorted(data["w3"])]
-    data["version"] = "support:" + "+".join(parts)
-    return data
+    return read_tables(TABLES_DIR, "support")
 
 
 class SupportPack:
@@ -116,6 +109,7 @@ class SupportPack:
     conflict_kinds: Sequence[str] = CONFLICT_KINDS
     branch_of_intent: Mapping[str, str] = BRANCH_OF_INTENT
     entity_kind: str | None = "order_id"
+    binds_user: bool = False  # the user is who they verify as, in the session
     lookup_tools: frozenset[str] = LOOKUP_TOOLS
     write_tools: frozenset[str] = WRITE_TOOLS
     open_reads: tuple[str, ...] = OPEN_READS
@@ -138,6 +132,22 @@ class SupportPack:
     def load_world(path: Any) -> Any:
         return load_tau2_world(path)
 
+    # -- serving (the tools deployment) -------------------------------------------------------
+
+    persistent = True
+
+    def new_world(self, seed: int, dataset: str | None = None) -> RetailWorld:
+        """The seeded synthetic world, or a tau2-retail ``db.json`` when ``dataset`` names one."""
+        if dataset and Path(dataset).expanduser().is_file():
+            return load_tau2_world(Path(dataset).expanduser())
+        return generate_world(seed)
+
+    def world_from_entities(self, rows: Iterable[tuple[str, str, str]]) -> RetailWorld:
+        return RetailWorld.from_entities(rows)
+
+    def tool_runner(self, world: Any, ledger: Any) -> LocalToolRunner:
+        return LocalToolRunner(self, world, ledger=ledger)
+
     @staticmethod
     def classify_question(text: str) -> str:
         return classify_question(text)
@@ -151,7 +161,7 @@ class SupportPack:
 
     # -- the tool backend (what the tool port runs: pipelines.core.runner.ToolBackend) ----------
 
-    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> ToolOutcome:
+    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> CallOutcome:
         """Run one call against ``world``: the observation, the refusal reason, the entities changed."""
         return invoke(self._registry, name, args, ctx, world)
 
@@ -370,24 +380,4 @@ def _fmt(text: str, **fields: Any) -> str:
 
 def load_support_rule_tables(data: Any | None = None) -> Any:
     """Validate ``data`` (default: the packaged tables) against the support labels, tools, kinds and branches."""
-    from pipelines.sgc.tables import load_rule_tables
-
-    return load_rule_tables(support_rule_tables() if data is None else data, labels=W1_LABELS,
-                            tools=build_registry().names(), conflict_kinds=CONFLICT_KINDS,
-                            branches=set(BRANCH_OF_INTENT.values()))
-
-
-def load_rule_tables(data: Any | None = None) -> Any:
-    """The registry's name for :func:`load_support_rule_tables`."""
-    return load_support_rule_tables(data)
-
-
-def rule_tables_holder() -> Any:
-    """A hot-reload holder primed with the packaged support tables."""
-    from pipelines.sgc.tables import RuleTablesHolder
-
-    return RuleTablesHolder(support_rule_tables(), labels=W1_LABELS, tools=build_registry().names(),
-                            conflict_kinds=CONFLICT_KINDS, branches=set(BRANCH_OF_INTENT.values()))
-
-
-DomainPack = SupportPack
+    return load_bundle(SupportPack(), support_rule_tables() if data is None else data)

@@ -51,6 +51,15 @@ REFUSALS: dict[str, str] = {
     "payment_history_not_single": "the payment of this order cannot be moved",
     "refund_method_not_allowed": "the refund can only go to the original payment method or a gift card",
     "not_authenticated": "I need to verify your identity first",
+    "other_user": "another account is already verified in this conversation",
+    "not_confirmed": "I need your explicit yes before I make a change",
+    "user_not_found": "I couldn't find an account with those details",
+    "empty_item_list": "no item was named for the change",
+    "item_count_mismatch": "each item needs exactly one replacement option",
+    "product_not_found": "I couldn't find that product",
+    "item_not_found": "I couldn't find that item",
+    "invalid_expression": "that calculation is not something I can work out",
+    "ungrounded_argument": "the details have to be ones you gave me or ones on your account",
 }
 
 IDENTITY_QUESTION = ("To get started, could you share the email address on your account, or your first "

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pipelines.core.runner import CallOutcome
 from pipelines.errors import IneligibleAction, InvalidInput, ToolError
-from pipelines.tools import ToolContext, ToolObservation, ToolRegistry, ToolSpec
+from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
 
 from . import actions as act
 from . import reads
@@ -50,7 +49,6 @@ __all__ = [
     "TOOL_NAMES",
     "WRITE_TOOLS",
     "LOOKUP_TOOLS",
-    "ToolOutcome",
     "build_registry",
     "invoke",
     "precheck",
@@ -118,31 +116,21 @@ def build_registry() -> ToolRegistry[RetailWorld]:
     return registry
 
 
-class ToolOutcome(BaseModel):
-    """An observation plus what the orchestrator and the store need next."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    observation: ToolObservation
-    reason: str | None = Field(None, description="Refusal reason code when the call failed.")
-    changed_user_ids: list[str] = Field(default_factory=list)
-    changed_order_ids: list[str] = Field(default_factory=list)
-
-
 def invoke(
     registry: ToolRegistry[RetailWorld], name: str, raw_args: dict[str, Any], ctx: ToolContext, world: RetailWorld
-) -> ToolOutcome:
-    """Run one tool call; on success of a write, list the changed user and order ids."""
+) -> CallOutcome:
+    """Run one tool call; on success of a write, list the changed users and orders (``changed``)."""
     obs = registry.call(name, raw_args, ctx, world)
     if not obs.ok:
-        return ToolOutcome(observation=obs, reason=reason_of(obs.error_message) or obs.error_code)
+        return CallOutcome(observation=obs, reason=reason_of(obs.error_message) or obs.error_code)
     users: list[str] = []
     orders: list[str] = []
     if name in WRITE_TOOLS and obs.result is not None:
         if "order_id" in obs.result:
             orders.append(obs.result["order_id"])
         users.append(obs.result["user_id"])
-    return ToolOutcome(observation=obs, changed_user_ids=users, changed_order_ids=orders)
+    changed = {"user": users, "order": orders}
+    return CallOutcome(observation=obs, changed={k: v for k, v in changed.items() if v})
 
 
 def precheck(

@@ -9,10 +9,13 @@ are left out, so an untouched world round-trips to the same JSON).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.core.runner import WriteScope
 
 __all__ = [
     "ORDER_STATUSES",
@@ -175,37 +178,57 @@ class RetailWorld(_Model):
         """A deep, independent copy."""
         return self.model_copy(deep=True)
 
-    def fork(self, user_id: str | None) -> RetailWorld:
-        """A copy in which ``user_id`` and that user's orders are private deep copies.
+    #: Entity kind -> this world's table of it (what :meth:`entities` lists and a write may change).
+    KINDS: ClassVar[dict[str, str]] = {"user": "users", "order": "orders", "product": "products"}
 
-        Everything else is shared with this world (read-only by contract): a write
-        of the authenticated user can only touch their own profile and orders, so
-        it can run on the fork while this world stays unchanged until
-        :meth:`adopt`.
+    def entities(self) -> list[tuple[str, str, str]]:
+        """Every entity as ``(kind, id, json)`` (what a world store persists)."""
+        return [(kind, key, self.entity_json(kind, key)) for kind, table in self.KINDS.items()
+                for key in getattr(self, table)]
+
+    def entity_json(self, kind: str, key: str) -> str:
+        """One entity's JSON (unset optional fields left out)."""
+        return getattr(self, self.KINDS[kind])[key].model_dump_json(exclude_none=True)
+
+    @classmethod
+    def from_entities(cls, rows: Iterable[tuple[str, str, str]]) -> RetailWorld:
+        """The world made of stored ``(kind, id, json)`` rows."""
+        models = {"user": User, "order": Order, "product": Product}
+        tables: dict[str, dict[str, Any]] = {t: {} for t in cls.KINDS.values()}
+        for kind, key, body in rows:
+            tables[cls.KINDS[kind]][key] = models[kind].model_validate_json(body)
+        return cls(**tables)
+
+    def write_scope(self, tool: str, args: Mapping[str, Any], user_id: str | None) -> WriteScope:
+        """What a write of ``user_id`` may change: their profile and their orders (it creates nothing)."""
+        user = self.users.get(user_id) if user_id else None
+        if user is None:
+            return WriteScope()
+        return WriteScope(existing={"user": {user.user_id}, "order": {o for o in user.orders if o in self.orders}})
+
+    def fork(self, scope: WriteScope) -> RetailWorld:
+        """A copy in which the scope's users and orders are private deep copies.
+
+        Everything else is shared with this world (read-only by contract): the write runs on the fork while
+        this world stays unchanged until :meth:`adopt`.
         """
         users = dict(self.users)
         orders = dict(self.orders)
-        user = self.users.get(user_id) if user_id else None
-        if user is not None:
-            users[user.user_id] = user.model_copy(deep=True)
-            for oid in user.orders:
-                if oid in orders:
-                    orders[oid] = orders[oid].model_copy(deep=True)
+        for uid in scope.existing.get("user", ()):
+            users[uid] = users[uid].model_copy(deep=True)
+        for oid in scope.existing.get("order", ()):
+            orders[oid] = orders[oid].model_copy(deep=True)
         return RetailWorld.model_construct(users=users, orders=orders, products=self.products)
 
-    def forked_ids(self, user_id: str | None) -> tuple[set[str], set[str]]:
-        """The user and order ids :meth:`fork` copies for ``user_id`` (what a write on it may change)."""
-        user = self.users.get(user_id) if user_id else None
-        if user is None:
-            return set(), set()
-        return {user.user_id}, {o for o in user.orders if o in self.orders}
+    def has(self, kind: str, key: str) -> bool:
+        return key in getattr(self, self.KINDS[kind], {})
 
-    def adopt(self, other: RetailWorld, user_ids: list[str], order_ids: list[str]) -> None:
-        """Take the given users and orders from ``other`` (a fork after a committed write)."""
-        for uid in user_ids:
-            self.users[uid] = other.users[uid]
-        for oid in order_ids:
-            self.orders[oid] = other.orders[oid]
+    def adopt(self, other: RetailWorld, changed: Mapping[str, Sequence[str]]) -> None:
+        """Take the changed entities from ``other`` (a fork after a committed write)."""
+        for kind, keys in changed.items():
+            mine, theirs = getattr(self, self.KINDS[kind]), getattr(other, self.KINDS[kind])
+            for key in keys:
+                mine[key] = theirs[key]
 
     def find_variant(self, item_id: str) -> tuple[Product, Variant] | None:
         """The product and variant that own ``item_id``, or ``None``."""

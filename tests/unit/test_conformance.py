@@ -1,0 +1,91 @@
+"""The conformance suite: the built-in packs pass it, and each check finds the defect it is for."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pipelines import domains
+from pipelines.domains.conformance import CHECKS, check_pack, run_checks
+from pipelines.domains.testing import PackConformance
+from tests.unit import toy_domain
+
+
+class TestSupportConformance(PackConformance):
+    pack_name = "support"
+
+
+class TestCoachConformance(PackConformance):
+    pack_name = "coach"
+
+
+def test_a_pack_registered_in_process_is_loaded_and_checked() -> None:
+    domains.register("toy", toy_domain.DomainPack)
+    try:
+        assert "toy" in domains.pack_names()
+        assert all(r.ok for r in run_checks("toy")), [r for r in run_checks("toy") if not r.ok]
+    finally:
+        domains.unregister("toy")
+    assert "toy" not in domains.pack_names()
+
+
+def test_an_unknown_pack_names_the_installed_ones() -> None:
+    with pytest.raises(domains.UnknownDomain, match="installed packs: .*coach.*support"):
+        domains.load_domain("no-such-pack")
+
+
+def _broken(**changes):
+    pack = toy_domain.DomainPack()
+    for attr, value in changes.items():
+        setattr(pack, attr, value)
+    return pack
+
+
+def _problems(pack, check: str) -> list[str]:
+    return CHECKS[check](pack)
+
+
+def test_each_check_finds_its_defect() -> None:
+    pack = toy_domain.DomainPack()
+    assert all(r.ok for r in check_pack(pack))
+
+    no_method = _broken()
+    no_method.w3_candidates = None  # type: ignore[assignment]
+    assert _problems(no_method, "protocol") == ["missing method 'w3_candidates'"]
+
+    assert _problems(_broken(labels={**pack.labels, "empty": ()}), "labels") == ["intent 'empty' has no sub-intents"]
+    assert _problems(_broken(branch_of_intent={"nope": "weather"}), "labels") == [
+        "branch_of_intent names unknown intent 'nope'"]
+
+    card = pack.cards[0].model_copy(update={"tool": "no_such_tool"})
+    found = _problems(_broken(cards=(card,)), "catalogue")
+    assert "card 'card.set_alert': tool 'no_such_tool' is not registered" in found
+    assert "write tool 'set_alert' has no card (a write reaches the user only through a card)" in found
+    card = pack.cards[0].model_copy(update={"required_params": ("city", "when")})
+    assert _problems(_broken(cards=(card,)), "catalogue") == [
+        "card 'card.set_alert': parameter 'when' is not an argument of 'set_alert'"]
+
+    ungrounded = _broken()
+    ungrounded.arg_kinds = lambda tool: {}  # type: ignore[method-assign]
+    assert _problems(ungrounded, "grounding") == [
+        "tool 'get_forecast': argument 'city' has no grounding kind",
+        "tool 'set_alert': argument 'city' has no grounding kind"]
+
+    texts = pack.texts.model_copy(update={"handoff": " ", "clarify": {"city": "Which city?"},
+                                          "templates": {**pack.texts.templates, "card:card.set_alert": "at {when}"}})
+    assert _problems(_broken(texts=texts), "texts") == [
+        "texts.handoff is empty",
+        "texts.clarify has no 'details' question (asked when nothing more specific is missing)",
+        "template card:card.set_alert uses ['when'], which are not its parameters"]
+    assert _problems(_broken(reasons=("too_cold",)), "texts") == ["no refusal text for reason 'too_cold'"]
+
+    tables = copy.deepcopy(toy_domain.TABLES)
+    tables["phi"]["rows"][0]["tools"][0]["tool"] = "no_such_tool"
+    bad_tables = _broken()
+    bad_tables.rule_tables = lambda: tables  # type: ignore[method-assign]
+    assert _problems(bad_tables, "tables")[0].startswith("the packaged rule bundle is refused")
+
+    unstorable = _broken()
+    unstorable.observe = lambda tool, result, ok, facts: facts.state.update(when={1, 2})  # type: ignore[method-assign]
+    assert _problems(unstorable, "session facts")[0].startswith("the session facts do not survive JSON")
