@@ -18,7 +18,7 @@ alone (what ``grounding_accuracy`` checks the delivered text names):
 * ``evolve`` — the player's highest-level creature that can evolve now.
 
 Sessions play against the opponent the app binds to a new coach session
-(:data:`serve.deployments.coach.DEFAULT_OPPONENT`), so the references use it too.
+(:data:`pipelines.domains.coach.runner.DEFAULT_OPPONENT`), so the references use it too.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def coach_suite(world_seed: int, *, seed: int = 0, sessions: int = 4, turns: int
                 opponent_id: str | None = None) -> list[Case]:
     """``sessions`` labelled sessions of ``turns`` turns each (same arguments ⇒ same cases)."""
     from pipelines.domains.coach import coach_tables_holder, generate_coach_world, generate_sessions
-    from serve.deployments.coach import DEFAULT_OPPONENT
+    from pipelines.domains.coach.runner import DEFAULT_OPPONENT
 
     world = generate_coach_world(world_seed)
     opp = opponent_id or DEFAULT_OPPONENT

@@ -86,14 +86,20 @@ def test_a_turn_that_waits_past_wait_s_on_the_lock_is_busy_and_leaves_nothing_be
 
     async def go():
         held = await locks.acquire("s", "t1", 1.0)
+        released = asyncio.Event()
+
+        async def let_go() -> None:
+            await locks.release(held)
+            released.set()
+
         # the holder lets go after 0.3 s: a waiter with a shorter wait_s has given up by then
-        asyncio.get_running_loop().call_later(0.3, lambda: asyncio.ensure_future(locks.release(held)))
+        asyncio.get_running_loop().call_later(0.3, lambda: asyncio.ensure_future(let_go()))
         with pytest.raises(SessionBusy) as err:
             await locks.acquire("s", "t2", wait_s)
         assert err.value.details == {"waited_s": waited}
         assert err.value.message == "another turn of this session is running; retry when it has finished"
         assert locks._users == {"s": 1}  # only the holder
-        await asyncio.sleep(0.35)
+        await asyncio.wait_for(released.wait(), 60)  # however loaded the box, the release has run
         assert locks.busy() == 0
     run(go())
 
