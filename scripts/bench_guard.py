@@ -52,6 +52,7 @@ from pipelines.errors import InvalidInput  # noqa: E402
 from pipelines.guardrails import LocalGuardrails  # noqa: E402
 from pipelines.guardrails.config import default_guardrail_config  # noqa: E402
 from pipelines.guardrails.pre import _check_limits  # noqa: E402
+
 BENIGN: tuple[str, ...] = (
     # English: orders, returns, exchanges, account
     "Hi, I'd like to check the status of my order.",

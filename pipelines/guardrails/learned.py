@@ -10,10 +10,12 @@ Features (:func:`features`) are read from the text's skeleton (see :mod:`.normal
 
     char   n-grams of 2..5 characters over the text with one space around it
            (log(1 + count), the group scaled to unit length)
-    word   word unigrams and bigrams (likewise)
+    word   word unigrams and bigrams (likewise; the artifact says whether it uses them)
 
-Both groups are hashed into ``2 ** bits`` buckets by a 64-bit polynomial hash with a fixed
-mixer, so training (``scripts/train_guard.py``) and inference share one function.
+Groups are hashed into ``2 ** bits`` buckets by a 64-bit polynomial hash with a fixed mixer,
+so training (``scripts/train_guard.py``) and inference share one function. The shipped model
+reads characters only: in the method comparison word n-grams added trigger-word bias
+("instructions", "mode") without catching more.
 
 A text is scored whole and, when longer than :data:`WINDOW_CHARS`, window by window (runs of
 sentences of about that size, overlapping by half): an instruction hidden in the middle of a
@@ -104,13 +106,15 @@ def _word_hashes(text: str) -> np.ndarray:
     return np.concatenate([uni, bi])
 
 
-def features(text: str, bits: int) -> tuple[np.ndarray, np.ndarray]:
+def features(text: str, bits: int, words: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The sparse feature vector of an already-skeletonised ``text``: (bucket ids, values).
 
-    Bucket ids are sorted and unique; each group (characters, words) has unit length
-    before the two are added.
+    Bucket ids are sorted and unique; each group (characters, and words when ``words``) has
+    unit length before the two are added.
     """
     ci, cv = _group(_char_hashes(text), bits)
+    if not words:
+        return ci, cv
     wi, wv = _group(_word_hashes(text), bits)
     idx = np.concatenate([ci, wi])
     val = np.concatenate([cv, wv])
@@ -152,10 +156,11 @@ class LinearGuardModel:
     bits: int
     threshold: float
     meta: dict
+    words: bool = False
 
     def margin(self, text: str) -> float:
         """The linear score (log-odds) of one skeletonised text, without windows."""
-        idx, val = features(text, self.bits)
+        idx, val = features(text, self.bits, self.words)
         return float(self.bias + np.dot(self.weights[idx].astype(np.float64), val))
 
     def score(self, text: str) -> float:
@@ -166,7 +171,7 @@ class LinearGuardModel:
     def digest(self) -> str:
         """sha256 of the weights, bias and threshold (what a test pins)."""
         h = hashlib.sha256(self.weights.tobytes())
-        h.update(json.dumps([self.bias, self.bits, self.threshold]).encode())
+        h.update(json.dumps([self.bias, self.bits, self.threshold, self.words]).encode())
         return h.hexdigest()
 
 
@@ -182,7 +187,7 @@ def load_model(artifact: str) -> LinearGuardModel:
     if weights.size != 2 ** int(meta["bits"]):
         raise ValueError(f"{path}: {weights.size} weights for {meta['bits']} bits")
     return LinearGuardModel(weights=weights, bias=float(meta["bias"]), bits=int(meta["bits"]),
-                            threshold=float(meta["threshold"]), meta=meta)
+                            threshold=float(meta["threshold"]), meta=meta, words="word" in meta["groups"])
 
 
 def score_text(model: LinearGuardModel, raw: str) -> float:
