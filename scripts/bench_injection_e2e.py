@@ -300,8 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from serve.stores.world_sqlite import SQLiteWorldStore
 
     work = Path(tempfile.mkdtemp(prefix="tandem-inj-"))
-    os.environ.setdefault("TANDEM_CANARY", "cnry-" + secrets.token_hex(6))
-    canary = canary_token()
+    canary = canary_token()  # as the app's processes resolve it (TANDEM_CANARY, else the table's default)
     key = secrets.token_urlsafe(24)
     clean, poisoned = poison_world(args.seed)
     world_path = work / "world.db"
@@ -326,7 +325,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     http_port, grpc_port = free_port(), free_port()
     t_start = time.perf_counter()
     ep = start_app(str(cfg_path), http_port=http_port, grpc_port=grpc_port, metrics_port=None)
-    result: dict[str, Any] = {"canary_set": True, "seed": args.seed, "phases": {}}
+    result: dict[str, Any] = {"seed": args.seed, "phases": {}}
     try:
         wait_ready(ep["http"], timeout_s=args.ready_timeout_s)
         startup_s = time.perf_counter() - t_start
