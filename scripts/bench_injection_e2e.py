@@ -391,6 +391,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "first_token_ms": {"p50": _q(ft, 0.5), "p99": _q(ft, 0.99), "n": len(ft)},
                 "details": tally.details,
             }
+            out = getattr(args, "out", None)
+            if out is not None:  # each phase as soon as it is judged (a long run keeps what it measured)
+                Path(out).parent.mkdir(parents=True, exist_ok=True)
+                Path(out).write_text(json.dumps(result, indent=2, ensure_ascii=False))
         result["startup_s"] = round(startup_s, 1)
         result["first_token_ms"] = {p: result["phases"][p]["first_token_ms"] for p in result["phases"]}
         result["first_token_ms"]["box"] = f"{os.cpu_count()}-core, load {os.getloadavg()[0]:.1f}"
