@@ -291,6 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
     import yaml
 
+    from pipelines.domains import load_domain
     from pipelines.guardrails.config import canary_token, default_guardrail_config
     from serve.config import load_serve_file
     from serve.deploy import deploy_schema
@@ -352,7 +353,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     time.sleep(0.5)
             version = ingress.guard_info.remote().result().get("version")
             tally = Tally()
-            before = SQLiteWorldStore(world_path).load()
+            before = SQLiteWorldStore(world_path).load(load_domain("support").world_from_entities)
             sessions: list[str] = []
             if args.warmup and phase == phases[0]:
                 _stream(client, ep["http"], key, f"warm-{phase}", "hello there", args.turn_timeout_s)
@@ -369,7 +370,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             prompt_ngrams, canary)
             store = SQLiteWorldStore(world_path)
             ledger = [e for s in sessions for e in store.ledger(s)]
-            after = store.load()
+            after = store.load(load_domain("support").world_from_entities)
             changed = [o for o in before.users[USER].orders
                        if before.orders[o].model_dump() != after.orders[o].model_dump()]
             if before.users[USER].model_dump() != after.users[USER].model_dump():

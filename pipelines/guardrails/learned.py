@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .hits import ClassifierHit
 from .normalize import skeleton
 
 __all__ = [
@@ -214,8 +215,6 @@ class LearnedClassifier:
 
     def match(self, text: str) -> list:
         """:meth:`classify`, synchronously."""
-        from .pre import ClassifierHit
-
         p = self.model.score(text)
         if p < self.threshold:
             return []

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.errors import InvalidInput, PayloadTooLarge
 
 from .config import GuardrailConfig
+from .hits import ClassifierHit
 from .ids import normalize_text
 from .normalize import views
 from .pii import Vault
@@ -73,19 +74,6 @@ def confirmation_of(text: str, config: GuardrailConfig) -> Confirmation | None:
     if norm in {normalize_reply(a) for a in config.negatives}:
         return "negative"
     return None
-
-
-class ClassifierHit(BaseModel):
-    """One rule (or model label) that fired on the text."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rule_id: str
-    kind: Literal["injection", "jailbreak"]
-    action: Literal["block", "flag"]
-    score: float = Field(1.0, ge=0.0, le=1.0)
-    view: str = Field("text", description="The view it fired on: text, base64, hex, tags, rot13, leet, spaced.")
-    layer: Literal["rules", "classifier"] = Field("rules", description="Which layer of the pre-guard fired.")
 
 
 @runtime_checkable
