@@ -28,6 +28,7 @@ __all__ = [
     "PatternRule",
     "DensityRule",
     "SafetyTopic",
+    "LearnedConfig",
     "PostConfig",
     "CanaryConfig",
     "canary_token",
@@ -110,6 +111,30 @@ class SafetyTopic(_Config):
         return _compile_all(v)
 
 
+class LearnedConfig(_Config):
+    """The learned layer beside the rules (``pipelines/guardrails/learned.py``): either may block."""
+
+    enabled: bool = True
+    artifact: str = Field("guard-linear.npz", min_length=1,
+                          description="A file in pipelines/guardrails/models/ (or a path); rebuilt by scripts/train_guard.py.")
+    threshold: float | None = Field(None, gt=0.0, lt=1.0, description="P(attack) that counts as a hit; "
+                                    "unset: the one chosen on the validation split (stored in the artifact).")
+    action: Literal["block", "flag"] = "block"
+    views: tuple[str, ...] = Field(("text", "base64", "hex", "tags"), min_length=1,
+                                   description="The views it reads: the text and what it decodes to. rot13, leet "
+                                   "and spaced are guesses made on every text (rot13 of a message is gibberish, "
+                                   "leet of an order id is a word): the rules read those.")
+
+    @field_validator("artifact")
+    @classmethod
+    def _exists(cls, v: str) -> str:
+        from .learned import MODELS_DIR
+
+        if not (Path(v).is_file() or (MODELS_DIR / v).is_file()):
+            raise ValueError(f"no classifier artifact {v!r} (in {MODELS_DIR.name}/ or as a path)")
+        return v
+
+
 DEFAULT_CANARY = "tdm-cnry-4e9b71c2d8"
 
 
@@ -148,6 +173,7 @@ class GuardrailConfig(_Config):
     pii_kinds: tuple[str, ...] = PII_KINDS
     injection: tuple[PatternRule, ...] = ()
     density: tuple[DensityRule, ...] = ()
+    classifier: LearnedConfig | None = Field(None, description="The learned layer; absent: rules only.")
     safety: tuple[SafetyTopic, ...] = ()
     human_request: tuple[str, ...] = ()
     affirmatives: tuple[str, ...] = Field(..., min_length=1)

@@ -16,8 +16,11 @@ ASCII, no accents) in English, Spanish, French, German, Portuguese and
 Italian. :func:`scan_data` runs the same rules over world and tool text that
 enters a prompt (hits are reported, the text is not changed).
 
-A :class:`Classifier` is the plug-in point for a small model classifier
-later; :class:`RuleClassifier` is the rule-table one and always runs.
+A :class:`Classifier` is the plug-in point: :class:`RuleClassifier` is the rule-table one and
+always runs; the table's ``classifier`` section adds the learned layer
+(:class:`~pipelines.guardrails.learned.LearnedClassifier`) beside it. Either may block; each hit
+names its layer (``rules`` or ``classifier``). A classifier with a ``views`` attribute reads only
+those views.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.errors import InvalidInput, PayloadTooLarge
 
 from .config import GuardrailConfig
+from .hits import ClassifierHit
 from .ids import normalize_text
 from .normalize import views
 from .pii import Vault
@@ -72,21 +76,9 @@ def confirmation_of(text: str, config: GuardrailConfig) -> Confirmation | None:
     return None
 
 
-class ClassifierHit(BaseModel):
-    """One rule (or model label) that fired on the text."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rule_id: str
-    kind: Literal["injection", "jailbreak"]
-    action: Literal["block", "flag"]
-    score: float = Field(1.0, ge=0.0, le=1.0)
-    view: str = Field("text", description="The view it fired on: text, base64, hex, tags, rot13, leet, spaced.")
-
-
 @runtime_checkable
 class Classifier(Protocol):
-    """Labels a (normalised) user text; a small model classifier can implement this later."""
+    """Labels a (normalised) user text: the rule table, the learned layer, or a model behind a handle."""
 
     name: str
 
@@ -205,7 +197,13 @@ class PreGuard:
 
     def __init__(self, config: GuardrailConfig, classifiers: Sequence[Classifier] = ()) -> None:
         self.config = config
-        self.classifiers: list[Classifier] = [RuleClassifier(config), *classifiers]
+        learned: list[Classifier] = []
+        if config.classifier is not None and config.classifier.enabled:
+            from .learned import LearnedClassifier
+
+            c = config.classifier
+            learned.append(LearnedClassifier(c.artifact, c.threshold, c.action, c.views))
+        self.classifiers: list[Classifier] = [RuleClassifier(config), *learned, *classifiers]
 
     def route_for(self, text: str) -> tuple[Route | None, str | None]:
         """The deterministic route for a normalised text: safety first, then a request for a person."""
@@ -228,8 +226,10 @@ class PreGuard:
         hits: list[ClassifierHit] = []
         seen = views(text)
         for clf in self.classifiers:
+            only = getattr(clf, "views", None)
             for name, view in seen:
-                _merge(hits, await clf.classify(view), name)
+                if only is None or name in only:
+                    _merge(hits, await clf.classify(view), name)
         route, rule = self.route_for(seen[0][1])
         vault = Vault(self.config.pii_kinds)
         red_history = [vault.redact(normalize_text(h)) for h in history]

@@ -190,7 +190,8 @@ def test_guardrail_block_skips_the_orchestrator_and_hides_the_request() -> None:
     assert fb_of(h)["trigger"] == "guardrail_block" and r.status == "fallback"
     gen_call = h.models.calls[0][1]
     assert "Ignore" not in gen_call.messages[1].content and "task: blocked" in gen_call.messages[1].content
-    assert h.counters.get("guard", "pre.block") == 1 and h.counters.get("blocked", "injection") == 1
+    # one turn blocked; ``blocked{kind}`` counts hits: the rule and the learned layer both fired
+    assert h.counters.get("guard", "pre.block") == 1 and h.counters.get("blocked", "injection") == 2
 
 
 def test_a_fallback_never_skips_a_safety_route() -> None:
