@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 EMAIL, PHONE = "alex.rivera@example.com", "+1 415-555-0134"
 TEXT = f"Hi, my email is {EMAIL} and my phone is {PHONE}. Where is my order #W1000002?"
 MODEL = "smollm2-135m-instruct"
-STAGES = ("tandem.turn", "tandem.pre_guard", "tandem.orchestrate", "tandem.step", "tandem.generate")
+STAGES = ("tandem.turn", "tandem.guard.pre", "tandem.orchestrate", "tandem.step", "tandem.generate")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1600,1000", "--virtual-time-budget=20000"]
@@ -106,7 +106,7 @@ def test_phoenix_holds_the_whole_tree(traced):
     llm = [s for s in traced["spans"] if s["span_kind"] == "LLM"]
     assert {s["attributes"]["llm.model_name"] for s in llm} == {MODEL}
     kinds = {s["name"]: s["span_kind"] for s in traced["spans"]}
-    assert kinds["tandem.pre_guard"] == "GUARDRAIL" and kinds["tandem.turn"] == "CHAIN"
+    assert kinds["tandem.guard.pre"] == "GUARDRAIL" and kinds["tandem.turn"] == "CHAIN"
 
 
 def test_the_trace_page_in_chromium_shows_stages_and_model(traced, phoenix: PhoenixServer):
@@ -114,7 +114,7 @@ def test_the_trace_page_in_chromium_shows_stages_and_model(traced, phoenix: Phoe
     url = phoenix.span_page(traced["trace_id"], llm["id"])
     dom = _render(url, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    for name in ("tandem.turn", "tandem.pre_guard", "tandem.orchestrate", "tandem.generate", llm["name"]):
+    for name in ("tandem.turn", "tandem.guard.pre", "tandem.orchestrate", "tandem.generate", llm["name"]):
         assert name in dom.stdout, name
     assert MODEL in dom.stdout
     out = REPO / "results" / "phoenix-trace.png"
