@@ -4,7 +4,7 @@ Two checks, both runnable on a CPU box with no model weights:
 
 * :func:`validate_engine_args` turns one :class:`~serve.config.ModelDeploymentConfig`
   into the ``vllm serve`` argv that its ``engine_kwargs`` stand for and runs vLLM's
-  own argument parser and config builder on it (the recipe of PLATFORM-NOTES)::
+  own argument parser and config builder on it::
 
       ns = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
       validate_parsed_serve_args(ns)

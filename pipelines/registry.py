@@ -9,7 +9,7 @@ setting a kind does not read is refused at load instead of silently ignored.
 =============  ==================  ==========================================  ==================
 kind           domains             CPU deployments                             what it is
 =============  ==================  ==========================================  ==================
-tandem         support, coach      tools, guardrails, rule_kernels             the composed turn
+tandem         any pack            tools, guardrails, rule_kernels             the composed turn
 dr             support             tools, guardrails                           DR rung
 monolithic     support             tools, guardrails                           DR's predecessor
 prompting      any                 —                                           first baseline

@@ -1,6 +1,6 @@
 """First-token latency of the SGC W1 stream (``sgc_w1``) vs a Plan-and-Execute agent (``pe_agent``).
 
-DESIGN.md (SGC W1): the 4-in-1 stream puts narration in front of the user while
+docs/architecture.md (SGC W1): the 4-in-1 stream puts narration in front of the user while
 the orchestrator still decides; the published system measured a first token at
 1.5 s vs 6.1 s for a Plan-and-Execute agent (4.1x). This bench measures the
 same comparison side by side on one engine, in one run:

@@ -26,7 +26,7 @@ __all__ = [
     "GPU_PRODUCT_LABELS",
 ]
 
-# Ray Serve / vLLM flags set on the head and every worker (PLATFORM-NOTES, KubeRay).
+# Ray Serve / vLLM flags set on the head and every worker (KubeRay).
 ENV_FLAGS: dict[str, str] = {
     "RAY_SERVE_ENABLE_HA_PROXY": "1",
     "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",

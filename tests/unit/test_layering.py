@@ -1,4 +1,4 @@
-"""The top-level folders are the architecture: check the import arrows (DESIGN.md, Layout).
+"""The top-level folders are the architecture: check the import arrows (docs/architecture.md, Layout).
 
 * ``pipelines/`` imports neither Ray nor vLLM (nor ``serve`` / ``models``, nor the OTel SDK).
 * ``models/`` never imports ``serve`` at run time.
