@@ -62,6 +62,7 @@ _SUPPORT_TESTS = (
 _CONTRACT_TESTS = (
     "tests/unit/test_dr_contract.py",
     "tests/unit/test_dr_closure_table.py",
+    "tests/unit/test_contract_helpers.py",
 )
 _ERROR_TESTS = ("tests/unit/test_errors.py",)
 _GUARD_TESTS = (
