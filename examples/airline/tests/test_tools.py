@@ -2,8 +2,9 @@
 
 import asyncio
 
-from pipelines.domain import ToolSession
 from tandem_airline.pack import DomainPack
+
+from pipelines.domain import ToolSession
 
 
 def _tools():
