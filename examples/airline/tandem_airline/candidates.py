@@ -3,7 +3,7 @@
 Two sources, as everywhere in Tandem: what the user typed (:func:`extract_user_candidates`, deterministic
 extractors over one redacted text) and the user's own records (:func:`record_candidates`: their profile,
 their reservations, and the flights a search for them returned), plus the fixed vocabularies
-(:data:`FIXED_CANDIDATES`: cabins, trip types, insurance, cancellation reasons).
+(:data:`FIXED_CANDIDATES`: cabins, trip types, insurance).
 
 Grounding kinds: ``user_id``, ``reservation_id``, ``airport``, ``date``, ``flight_number``, ``cabin``,
 ``flight_type``, ``insurance``, ``cancel_reason``, ``payment_id``, ``first_name``, ``last_name``, ``dob``,
@@ -16,16 +16,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .eligibility import CANCEL_REASONS
 from .world import CABINS
 
 __all__ = ["AIRPORTS", "FIXED_CANDIDATES", "ARG_KINDS", "extract_user_candidates", "record_candidates"]
 
 AIRPORTS: frozenset[str] = frozenset({"ATL", "BOS", "CLT", "DEN", "DFW", "DTW", "EWR", "IAH", "JFK", "LAS", "LAX",
                                       "LGA", "MCO", "MIA", "MSP", "ORD", "PHL", "PHX", "SEA", "SFO"})
+#: Always candidates. A cancellation's reason is not among them: the policy has the agent obtain it from the
+#: user, so it is grounded only in the user's words (:func:`extract_user_candidates`).
 FIXED_CANDIDATES: dict[str, tuple[str, ...]] = {
     "cabin": CABINS, "flight_type": ("one_way", "round_trip"), "insurance": ("yes", "no"),
-    "cancel_reason": CANCEL_REASONS,
 }
 
 _FLIGHTS = {"flights[].flight_number": "flight_number", "flights[].date": "date"}
