@@ -5,12 +5,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from pipelines.core.taskreplay import replay_file
-from pipelines.domains import register, unregister
 from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
 from tandem_airline.replay import AirlineReplay
+
+from pipelines.core.taskreplay import replay_file
+from pipelines.domains import register, unregister
 
 DATA = default_data_dir()
 pytestmark = pytest.mark.skipif(not (DATA / "tasks_train.json").is_file(),

@@ -3,10 +3,10 @@
 import asyncio
 
 import pytest
-
-from pipelines.domain import ToolSession
 from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
+
+from pipelines.domain import ToolSession
 
 pytestmark = pytest.mark.skipif(not (default_data_dir() / "db.json").is_file(),
                                 reason="tau2-airline data not found (set TANDEM_AIRLINE_DIR)")
