@@ -169,7 +169,7 @@ class PackBase:
     def tool_runner(self, world: Any, ledger: Any) -> ToolRunner:
         raise NotImplementedError(f"the {self.name} pack hosts no tools")
 
-    def task_replay(self, tau2_dir: Any = None) -> Any:
+    def task_replay(self, data_dir: Any = None) -> Any:
         """The pack's :class:`~pipelines.core.taskreplay.TaskReplayHook` (``None``: it has no benchmark tasks)."""
         return None
 

@@ -122,7 +122,7 @@ def unexpected_changes(expected: Mapping[str, Mapping[str, Any]], pre: Mapping[s
 def replay_task(task: Mapping[str, Any], db: Mapping[str, Any], hook: TaskReplayHook) -> TaskReport:
     """Replay one task's expected actions on a fresh world built from ``db``."""
     world = hook.fresh_world(db)
-    ctx = ToolContext(session_id=f"tau2-{task['id']}")
+    ctx = ToolContext(session_id=f"task-{task['id']}")
     actions = task["evaluation_criteria"]["actions"] or []
     implicit = None
     if not any(a["name"] in hook.lookup_tools for a in actions):
@@ -170,9 +170,9 @@ def replay_tasks(tasks: list[Mapping[str, Any]], db: Mapping[str, Any], hook: Ta
     return ReplayReport(counts=summary, tasks=reports)
 
 
-def replay_file(tau2_dir: str | Path | None, hook: TaskReplayHook) -> ReplayReport:
-    """Replay every task of ``tasks_train.json`` in ``tau2_dir`` (default: the hook's directory)."""
-    base = Path(tau2_dir) if tau2_dir is not None else hook.default_dir()
+def replay_file(data_dir: str | Path | None, hook: TaskReplayHook) -> ReplayReport:
+    """Replay every task of ``tasks_train.json`` in ``data_dir`` (default: the hook's directory)."""
+    base = Path(data_dir) if data_dir is not None else hook.default_dir()
     db = json.loads((base / "db.json").read_text(encoding="utf-8"))
     tasks = json.loads((base / "tasks_train.json").read_text(encoding="utf-8"))
     return replay_tasks(tasks, db, hook)
