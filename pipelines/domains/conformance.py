@@ -16,7 +16,8 @@ texts              the safe acknowledgement, fallback, handoff and the ``details
 tables             the packaged rule bundle loads against the labels, tools, conflict kinds and branches;
                    Φ's rows name known labels and tools; a hot reload of the same bundle applies, a broken
                    one is refused and the active one kept
-session facts      what ``observe`` writes into the session facts survives a JSON round trip (it is stored)
+session facts      what ``observe`` writes into the session facts survives a JSON round trip (it is stored),
+                   and the pack reads back facts that also hold the turn's ``pending`` card
 determinism        Φ over the pack's own snapshot, and a W3 pick with a fixed seed, come out the same twice
                    (byte for byte)
 =================  ==========================================================================================
@@ -157,6 +158,11 @@ def _session_facts(pack: Domain) -> list[str]:
     facts = TurnFacts(session_id="conformance", user_text="hello")
     pack.restore(facts)
     for name in pack.read_tools(facts)[:3]:
+        pack.observe(name, {}, False, facts)
+    # the turn keeps the card on offer in the same facts (``pending``); the pack must read them back
+    facts.state = {**facts.state, "pending": None}
+    pack.restore(facts)
+    for name in pack.read_tools(facts)[:1]:
         pack.observe(name, {}, False, facts)
     try:
         again = json.loads(json.dumps(facts.state))

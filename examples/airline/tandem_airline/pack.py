@@ -24,6 +24,7 @@ from pipelines.domain import (
     ForwardContract,
     LocalToolRunner,
     PackBase,
+    PendingCard,
     ToolContext,
     TurnFacts,
 )
@@ -165,6 +166,7 @@ class AirlineState(BaseModel):
     observed_ids: list[str] = Field(default_factory=list)
     records: CandidateSet = Field(default_factory=CandidateSet)
     reservations: dict[str, dict[str, str]] = Field(default_factory=dict)
+    pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
 
 
 class AirlinePack(PackBase):
