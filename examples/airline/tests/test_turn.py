@@ -3,10 +3,10 @@ tau2-airline world): the user id is read, a cancellation card is offered with gr
 runs it once."""
 
 import pytest
-
-from pipelines.core.runner import LocalToolRunner
 from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
+
+from pipelines.core.runner import LocalToolRunner
 
 harnesses = pytest.importorskip("tests.unit.harnesses", reason="run from the Tandem repository root")
 doubles = pytest.importorskip("tests.doubles")
