@@ -105,3 +105,18 @@ def test_searches(tools):
     assert ["HAT136", "HAT039"] in legs
     calc = _run(tools.call("calculate", {"expression": "2 * ((350 - 122) + (499 - 127))"}, s))
     assert calc.observation.result == {"value": 1200.0}
+
+
+def test_the_world_store_keeps_a_confirmed_write(pack, tmp_path):
+    from serve.stores.world_sqlite import SQLiteWorldStore
+
+    store = SQLiteWorldStore(tmp_path / "w.db")
+    store.seed_if_empty(pack.new_world(0))
+    tools = pack.tool_runner(store.load(pack.world_from_entities), store)
+    assert tools.world.now().isoformat() == "2024-05-15T15:00:00"
+    s = ToolSession(session_id="s", authenticated_user_id="chen_jackson_3290", confirmed=True, idempotency_key="k",
+                    user_texts=["cancel 4WQ150, change of plan"])
+    out = _run(tools.call("cancel_reservation", {"reservation_id": "4WQ150", "reason": "change_of_plan"}, s))
+    assert out.observation.ok and out.changed == {"reservation": ["4WQ150"], "user": ["chen_jackson_3290"]}
+    again = store.load(pack.world_from_entities)
+    assert again.reservations["4WQ150"].status == "cancelled" and len(again.reservations) == 2000
