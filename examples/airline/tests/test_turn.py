@@ -43,3 +43,19 @@ def test_an_invented_reason_is_never_offered():
                                params={"reservation_id": "4WQ150", "reason": "weather"})])
     assert r.of("action_card") == []
     assert tools.world.reservations["4WQ150"].status is None
+
+
+def test_a_change_before_the_user_id_asks_for_it():
+    pack = AirlinePack()
+    h = harnesses.TandemHarness("airline", tools=LocalToolRunner(pack, pack.new_world(0)))
+    r = h.turn("I want to add a bag to my trip", orch=[doubles.w1("change", "bags", "Let me look at that.")])
+    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
+    assert "user id" in said and r.of("action_card") == []
+
+
+def test_a_cancellation_without_a_reservation_id_asks_which_one():
+    h, _ = _session()
+    r = h.turn("I need to cancel a reservation, my plans changed",
+               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations.")])
+    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
+    assert "Which reservation" in said and r.of("action_card") == [], said
