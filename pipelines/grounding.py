@@ -25,6 +25,10 @@ Two uses, one set:
 
 Values are compared after :func:`normalize_value` (NFKC, case-folded,
 whitespace collapsed, surrounding punctuation dropped).
+
+An argument that is a list of objects (a booking's passengers, its flights) is grounded field by field:
+its kinds are keyed by path, ``passengers[].first_name`` (:func:`nested_path`), and every item's field
+must be a candidate of that kind.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ __all__ = [
     "constrain_args",
     "ungrounded",
     "MAX_ENUM",
+    "nested_path",
+    "split_path",
 ]
 
 Source = Literal["user", "record"]
@@ -121,6 +127,29 @@ class CandidateSet(BaseModel):
         return sorted(k for k, v in self.values.items() if v)
 
 
+def nested_path(argument: str, field: str) -> str:
+    """The grounding key of ``field`` in each item of the list argument ``argument``."""
+    return f"{argument}[].{field}"
+
+
+def split_path(key: str) -> tuple[str, str | None]:
+    """``passengers[].dob`` → ``("passengers", "dob")``; a plain argument → ``(name, None)``."""
+    if "[]." in key:
+        base, field = key.split("[].", 1)
+        return base, field
+    return key, None
+
+
+def _item_schema(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, Any] | None:
+    items = prop.get("items")
+    if not isinstance(items, Mapping):
+        return None
+    ref = items.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        items = defs.get(ref.rsplit("/", 1)[1], {})
+    return dict(items) if isinstance(items, Mapping) and "properties" in items else None
+
+
 def _enum(values: list[str]) -> dict[str, Any]:
     return {"enum": list(dict.fromkeys(values[-MAX_ENUM:]))}
 
@@ -144,8 +173,25 @@ def constrain_args(
     props = dict(args_schema.get("properties", {}))
     required = set(args_schema.get("required", []))
     blank = set(optional_empty)
+    defs = args_schema.get("$defs", {})
+    for key, kind in kinds.items():
+        base, field = split_path(key)
+        if field is None or base not in props:
+            continue
+        item = _item_schema(props[base], defs)
+        if item is None or field not in item["properties"]:
+            continue
+        vals = candidates.of(kind)
+        if not vals:
+            if base in required:
+                return None
+            props.pop(base)
+            continue
+        item["properties"] = dict(item["properties"], **{field: _enum(vals)})
+        item["additionalProperties"] = False
+        props[base] = dict(props[base], items=item)
     for name, kind in kinds.items():
-        if name not in props:
+        if "[]." in name or name not in props:
             continue
         vals = candidates.of(kind)
         if name in blank:
@@ -179,9 +225,17 @@ def ungrounded(
     bad: list[tuple[str, str]] = []
     blank = set(optional_empty)
     for name, kind in kinds.items():
-        if name not in args:
+        base, field = split_path(name)
+        if base not in args:
             continue
-        value = args[name]
+        value = args[base]
+        if field is not None:
+            rows = value if isinstance(value, list | tuple) else [value]
+            for row in rows:
+                v = row.get(field) if isinstance(row, Mapping) else None
+                if v is None or not candidates.contains(kind, v):
+                    bad.append((name, "" if v is None else str(v)))
+            continue
         items = value if isinstance(value, list | tuple) else [value]
         for v in items:
             if name in blank and str(v).strip() == "":

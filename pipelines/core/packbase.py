@@ -169,6 +169,10 @@ class PackBase:
     def tool_runner(self, world: Any, ledger: Any) -> ToolRunner:
         raise NotImplementedError(f"the {self.name} pack hosts no tools")
 
+    def task_replay(self, data_dir: Any = None) -> Any:
+        """The pack's :class:`~pipelines.core.taskreplay.TaskReplayHook` (``None``: it has no benchmark tasks)."""
+        return None
+
     # -- kernels -----------------------------------------------------------------------------
     def snapshot_values(self, facts: TurnFacts) -> dict[str, Any]:
         return {"user_id": facts.user_id} if facts.user_id else {}

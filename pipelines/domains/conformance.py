@@ -8,15 +8,16 @@ protocol           the pack has every attribute and method of :class:`~pipelines
 labels             every intent has sub-intents; the W3 branches and the card gating name known labels
 catalogue          every card names a registered write tool; its required parameters are the tool's arguments
 grounding          every parameter of every card and every required argument of every tool the model may be
-                   offered (all but the transfer tool, which code calls) has a grounding kind, and a clarify
-                   key asks for it
+                   offered (all but the transfer tool, which code calls) has a grounding kind (a list of
+                   objects: a kind per field, ``passengers[].dob``), and a clarify key asks for it
 texts              the safe acknowledgement, fallback, handoff and the ``details`` question are set; a card's
                    read-back template fills from its parameters; a refusal text for every reason the pack
                    documents
 tables             the packaged rule bundle loads against the labels, tools, conflict kinds and branches;
                    Φ's rows name known labels and tools; a hot reload of the same bundle applies, a broken
                    one is refused and the active one kept
-session facts      what ``observe`` writes into the session facts survives a JSON round trip (it is stored)
+session facts      what ``observe`` writes into the session facts survives a JSON round trip (it is stored),
+                   and the pack reads back facts that also hold the turn's ``pending`` card
 determinism        Φ over the pack's own snapshot, and a W3 pick with a fixed seed, come out the same twice
                    (byte for byte)
 =================  ==========================================================================================
@@ -105,11 +106,14 @@ def _grounding(pack: Domain) -> list[str]:
         schema = reg.get(name).args_schema()
         kinds = pack.arg_kinds(name)
         for arg in sorted(set(schema.get("required", [])) | params.get(name, set())):
-            kind = kinds.get(arg)
-            if not kind:
+            # a list of objects is grounded field by field (``passengers[].dob``): every field has a kind
+            found = [kinds[arg]] if kinds.get(arg) else \
+                [kind for key, kind in kinds.items() if key.startswith(f"{arg}[].")]
+            if not found:
                 out.append(f"tool {name!r}: argument {arg!r} has no grounding kind")
-            elif not pack.clarify_key(kind) or pack.clarify_key(kind) not in pack.texts.clarify:
-                out.append(f"tool {name!r}: no clarify question asks for kind {kind!r}")
+            for kind in found:
+                if not pack.clarify_key(kind) or pack.clarify_key(kind) not in pack.texts.clarify:
+                    out.append(f"tool {name!r}: no clarify question asks for kind {kind!r}")
     return out
 
 
@@ -154,6 +158,11 @@ def _session_facts(pack: Domain) -> list[str]:
     facts = TurnFacts(session_id="conformance", user_text="hello")
     pack.restore(facts)
     for name in pack.read_tools(facts)[:3]:
+        pack.observe(name, {}, False, facts)
+    # the turn keeps the card on offer in the same facts (``pending``); the pack must read them back
+    facts.state = {**facts.state, "pending": None}
+    pack.restore(facts)
+    for name in pack.read_tools(facts)[:1]:
         pack.observe(name, {}, False, facts)
     try:
         again = json.loads(json.dumps(facts.state))

@@ -74,3 +74,25 @@ def test_ungrounded_names_each_value_that_is_not_a_candidate():
     assert ungrounded(args, KINDS, c, optional_empty=["address2"]) == [("item_ids", "999")]
     assert ungrounded({"address2": "Apt 4"}, KINDS, c, optional_empty=["address2"]) == [("address2", "Apt 4")]
     assert ungrounded({}, KINDS, c) == []
+
+
+def test_a_list_of_objects_is_grounded_field_by_field():
+    from pipelines.grounding import nested_path, split_path
+
+    kinds = {nested_path("passengers", "first_name"): "first_name", nested_path("passengers", "dob"): "dob"}
+    assert split_path("passengers[].dob") == ("passengers", "dob") and split_path("x") == ("x", None)
+    cands = CandidateSet()
+    cands.add("first_name", "Mia", "user")
+    cands.add("dob", "1990-04-05", "user")
+    good = {"passengers": [{"first_name": "mia", "dob": "1990-04-05"}]}
+    assert ungrounded(good, kinds, cands) == []
+    bad = {"passengers": [{"first_name": "Mia", "dob": "1990-04-05"}, {"first_name": "Eve", "dob": "1990-04-05"}]}
+    assert ungrounded(bad, kinds, cands) == [("passengers[].first_name", "Eve")]
+    schema = {"type": "object", "required": ["passengers"],
+              "properties": {"passengers": {"type": "array", "items": {"$ref": "#/$defs/P"}}},
+              "$defs": {"P": {"type": "object", "properties": {"first_name": {"type": "string"},
+                                                                "dob": {"type": "string"}}}}}
+    out = constrain_args(schema, kinds, cands)
+    item = out["properties"]["passengers"]["items"]
+    assert item["properties"]["first_name"] == {"enum": ["Mia"]} and item["properties"]["dob"] == {"enum": ["1990-04-05"]}
+    assert constrain_args(schema, kinds, CandidateSet()) is None

@@ -104,7 +104,8 @@ def test_the_new_pack_installs_registers_and_passes_its_own_tests(tmp_path: Path
                               timeout=600)
 
     listed = run("-m", "serve.cli", "domain", "list")
-    assert listed.returncode == 0 and listed.stdout.split() == ["coach", "notes", "support"], listed.stderr
+    # other installed packs (make install adds the airline example) may be listed too
+    assert listed.returncode == 0 and {"coach", "notes", "support"} <= set(listed.stdout.split()), listed.stderr
     checked = run("-m", "serve.cli", "domain", "check", "notes")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "checks passed" in checked.stdout and "FAIL" not in checked.stdout

@@ -148,6 +148,13 @@ class SupportPack:
     def tool_runner(self, world: Any, ledger: Any) -> LocalToolRunner:
         return LocalToolRunner(self, world, ledger=ledger)
 
+    def task_replay(self, tau2_dir: Any = None) -> Any:
+        """The hook that replays tau2-retail's expected actions through these tools (``tau2_dir`` unused:
+        the retail world needs nothing beside ``db.json``)."""
+        from .replay import RetailReplay
+
+        return RetailReplay()
+
     @staticmethod
     def classify_question(text: str) -> str:
         return classify_question(text)

@@ -20,14 +20,15 @@ user in the conversation; for those the owner of the first referenced order
 from __future__ import annotations
 
 import copy
-import json
 import os
-from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pipelines.core.runner import CallOutcome
+from pipelines.core.taskreplay import ActionReport, ReplayReport, TaskReport
+from pipelines.core.taskreplay import replay_file as _replay_file
+from pipelines.core.taskreplay import replay_task as _replay_task
 from pipelines.tools import ToolContext, ToolRegistry
 
 from .eligibility import authenticate
@@ -35,39 +36,10 @@ from .reads import fold
 from .tools import LOOKUP_TOOLS, WRITE_TOOLS, build_registry, invoke
 from .world import RetailWorld
 
-__all__ = ["ActionReport", "TaskReport", "ReplayReport", "default_tau2_dir", "replay_task", "replay_all"]
+__all__ = ["ActionReport", "TaskReport", "ReplayReport", "RetailReplay", "default_tau2_dir", "replay_task",
+           "replay_all"]
 
-Status = Literal["ok", "refused", "mismatch"]
-ActionStatus = Literal["ok", "expected_error", "refused", "mismatch"]
 _NOT_FOUND = frozenset({"user_not_found", "order_not_found", "product_not_found", "item_not_found"})
-
-
-class ActionReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    action_id: str
-    name: str
-    status: ActionStatus
-    reason: str | None = None
-    detail: str | None = None
-
-
-class TaskReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    task_id: str
-    status: Status
-    implicit_auth: str | None = Field(
-        None, description="User authenticated for a task whose actions list no lookup (the owner)."
-    )
-    actions: list[ActionReport] = Field(default_factory=list, description="Actions that were not plain ok.")
-
-
-class ReplayReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    counts: dict[str, int]
-    tasks: list[TaskReport]
 
 
 def default_tau2_dir() -> Path:
@@ -166,72 +138,50 @@ def _expect(name: str, a: dict[str, Any], pre: dict[str, Any]) -> tuple[dict | N
     return order, user
 
 
-def _diff(name: str, args: dict[str, Any], pre: dict[str, Any], post: dict[str, Any]) -> list[str]:
-    order, user = _expect(name, args, pre)
-    problems: list[str] = []
-    touched_o = {order["order_id"]} if order else set()
-    touched_u = {user["user_id"]}
-    if order is not None and post["orders"][order["order_id"]] != order:
-        problems.append(f"order {order['order_id']}: expected {order} got {post['orders'][order['order_id']]}")
-    if post["users"][user["user_id"]] != user:
-        problems.append(f"user {user['user_id']}: expected {user} got {post['users'][user['user_id']]}")
-    for kind, touched in (("orders", touched_o), ("users", touched_u), ("products", set())):
-        for key in pre[kind].keys() | post[kind].keys():
-            if key not in touched and pre[kind].get(key) != post[kind].get(key):
-                problems.append(f"{kind} {key} changed unexpectedly")
-    return problems
+class RetailReplay:
+    """The retail pack's hook for the neutral replay (:mod:`pipelines.core.taskreplay`)."""
+
+    lookup_tools = LOOKUP_TOOLS
+    write_tools = WRITE_TOOLS
+
+    def __init__(self, registry: ToolRegistry[RetailWorld] | None = None) -> None:
+        self.registry = registry if registry is not None else build_registry()
+
+    def default_dir(self) -> Path:
+        return default_tau2_dir()
+
+    def fresh_world(self, db: Mapping[str, Any]) -> RetailWorld:
+        return RetailWorld.from_tau2_json(dict(db))
+
+    def world_json(self, world: RetailWorld) -> dict[str, Any]:
+        return world.to_json()
+
+    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: RetailWorld) -> CallOutcome:
+        return invoke(self.registry, name, args, ctx, world)
+
+    def authenticate(self, ctx: ToolContext, user_id: str, world: RetailWorld) -> None:
+        authenticate(ctx, user_id, world)
+
+    def owner(self, task: Mapping[str, Any], db: Mapping[str, Any]) -> str | None:
+        return _owner(dict(task), dict(db))
+
+    def fails_too(self, name: str, args: Mapping[str, Any], reason: str | None, error_code: str | None,
+                  db: Mapping[str, Any]) -> bool:
+        return reason in _NOT_FOUND and _tau2_fails_too(name, dict(args), dict(db))
+
+    def expected_changes(self, name: str, args: Mapping[str, Any], pre: Mapping[str, Any]) -> dict[str, dict]:
+        order, user = _expect(name, dict(args), dict(pre))
+        out: dict[str, dict] = {"users": {user["user_id"]: user}}
+        if order is not None:
+            out["orders"] = {order["order_id"]: order}
+        return out
 
 
 def replay_task(task: dict[str, Any], db: dict[str, Any], registry: ToolRegistry[RetailWorld]) -> TaskReport:
     """Replay one task's expected actions on a fresh world built from ``db``."""
-    world = RetailWorld.from_tau2_json(db)
-    ctx = ToolContext(session_id=f"tau2-{task['id']}")
-    actions = task["evaluation_criteria"]["actions"]
-    implicit = None
-    if not any(a["name"] in LOOKUP_TOOLS for a in actions):
-        implicit = _owner(task, db)
-        if implicit is not None:
-            authenticate(ctx, implicit, world)
-    bad: list[ActionReport] = []
-    for action in actions:
-        name, args = action["name"], action["arguments"]
-        pre = world.to_json() if name in WRITE_TOOLS else None
-        ctx.confirmed = name in WRITE_TOOLS
-        out = invoke(registry, name, args, ctx, world)
-        ctx.confirmed = False
-        obs = out.observation
-        rep = ActionReport(action_id=action["action_id"], name=name, status="ok")
-        if not obs.ok:
-            rep.reason, rep.detail = out.reason, obs.error_message
-            if out.reason in _NOT_FOUND and _tau2_fails_too(name, args, db):
-                rep.status = "expected_error"
-            else:
-                rep.status = "refused" if obs.error_code == "ineligible_action" else "mismatch"
-        elif name in LOOKUP_TOOLS:
-            authenticate(ctx, obs.result["user_id"], world)
-        elif pre is not None:
-            problems = _diff(name, args, pre, world.to_json())
-            if problems:
-                rep.status, rep.detail = "mismatch", "; ".join(problems)[:2000]
-        if rep.status != "ok":
-            bad.append(rep)
-    status: Status = "ok"
-    if any(r.status == "mismatch" for r in bad):
-        status = "mismatch"
-    elif any(r.status == "refused" for r in bad):
-        status = "refused"
-    return TaskReport(task_id=str(task["id"]), status=status, implicit_auth=implicit, actions=bad)
+    return _replay_task(task, db, RetailReplay(registry))
 
 
 def replay_all(tau2_dir: str | Path | None = None) -> ReplayReport:
     """Replay every task of ``tasks_train.json`` in ``tau2_dir`` (default :func:`default_tau2_dir`)."""
-    base = Path(tau2_dir) if tau2_dir is not None else default_tau2_dir()
-    db = json.loads((base / "db.json").read_text(encoding="utf-8"))
-    tasks = json.loads((base / "tasks_train.json").read_text(encoding="utf-8"))
-    registry = build_registry()
-    reports = [replay_task(t, db, registry) for t in tasks]
-    counts = Counter(r.status for r in reports)
-    summary = {k: counts.get(k, 0) for k in ("ok", "refused", "mismatch")}
-    summary["expected_errors"] = sum(a.status == "expected_error" for r in reports for a in r.actions)
-    summary["implicit_auth"] = sum(r.implicit_auth is not None for r in reports)
-    return ReplayReport(counts=summary, tasks=reports)
+    return _replay_file(tau2_dir, RetailReplay())

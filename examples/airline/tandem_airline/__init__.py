@@ -1,0 +1,1 @@
+"""The airline domain pack (see ``pack.py``)."""

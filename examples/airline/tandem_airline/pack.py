@@ -1,0 +1,380 @@
+"""The airline pack behind Tandem's ``Domain`` protocol (``pipelines.domain``), on the tau2-airline data.
+
+The session's user is who they say they are by user id (the policy: "the agent must first obtain the user
+id"): a successful ``get_user_details`` of an id the user typed makes it the session's user, and only then
+are their reservations readable and a change offered. Every card argument is grounded: the user's words,
+their own records (profile, reservations, saved passengers, payment methods), the flights a search for
+them returned, and the fixed vocabularies. Writes run through Tandem's ``LocalToolRunner`` (exactly once,
+each inside its scope), after the policy's rules (:mod:`.eligibility`) say yes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.domain import (
+    CallOutcome,
+    CandidateSet,
+    DomainTexts,
+    EligibleAction,
+    ForwardContract,
+    LocalToolRunner,
+    PackBase,
+    PendingCard,
+    ToolContext,
+    TurnFacts,
+)
+from pipelines.grounding import ungrounded as ungrounded_args
+
+from . import candidates as cand
+from . import labels as lab
+from .data import default_data_dir, load_world, load_world_clock_for
+from .eligibility import REASONS
+from .tools import LOOKUP_TOOLS, TRANSFER_TOOL, WRITE_TOOLS, build_registry, invoke, precheck
+from .world import AirlineWorld
+
+__all__ = ["AirlinePack", "Card", "AIRLINE_TEXTS"]
+
+
+class Card(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    title: str
+    tool: str
+    kind: str = "write"
+    required_params: tuple[str, ...]
+
+
+CARDS: tuple[Card, ...] = (
+    Card(id="card.cancel_reservation", title="Cancel the reservation", tool="cancel_reservation",
+         required_params=("reservation_id", "reason")),
+    Card(id="card.change_flights", title="Change the flights or cabin", tool="update_reservation_flights",
+         required_params=("reservation_id", "cabin", "flights", "payment_id")),
+    Card(id="card.add_bags", title="Add checked bags", tool="update_reservation_baggages",
+         required_params=("reservation_id", "total_baggages", "nonfree_baggages", "payment_id")),
+    Card(id="card.change_passengers", title="Change the passengers", tool="update_reservation_passengers",
+         required_params=("reservation_id", "passengers")),
+    Card(id="card.book_reservation", title="Book the flights", tool="book_reservation",
+         required_params=("user_id", "origin", "destination", "flight_type", "cabin", "flights", "passengers",
+                          "payment_methods", "total_baggages", "nonfree_baggages", "insurance")),
+    Card(id="card.send_certificate", title="Send a travel certificate", tool="send_certificate",
+         required_params=("user_id", "amount")),
+)
+
+AIRLINE_TEXTS = DomainTexts(
+    safe_ack="Let me check that for you.",
+    fallback="Sorry, I can't help with that right now. Could you try again in a moment?",
+    handoff="YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.",
+    declined="All right, I've left your reservation as it is.",
+    clarify={
+        "user_id": "Could you give me your user id?",
+        "reservation_id": "Which reservation is it? Its id has six letters and digits.",
+        "choose": "Which reservation do you mean: {options}?",
+        "airport": "Which airports are you flying from and to?",
+        "date": "On which date?",
+        "flight_number": "Which flight do you mean?",
+        "cabin": "Which cabin: basic economy, economy or business?",
+        "flight_type": "Is it one way or a round trip?",
+        "insurance": "Would you like travel insurance, at $30 per passenger?",
+        "cancel_reason": "May I ask why you are cancelling: a change of plan, a flight the airline cancelled, "
+                         "health, weather, or something else?",
+        "payment_id": "Which payment method on your profile should I use?",
+        "first_name": "What are the passengers' first and last names and dates of birth?",
+        "last_name": "What are the passengers' first and last names and dates of birth?",
+        "dob": "What is each passenger's date of birth?",
+        "bag_count": "How many checked bags in total?",
+        "amount": "What amount is it?",
+        "expression": "What should I work out?",
+        "details": "Could you tell me a little more about what you need?",
+    },
+    templates={
+        "chat/hello": "Hello! I can look up, book, change or cancel your flight reservations.",
+        "action_card": "I can {phrase}. Reply yes to confirm.",
+        "card:card.cancel_reservation": "cancel reservation {reservation_id}",
+        "card:card.change_flights": "change reservation {reservation_id} to the new flights in {cabin}",
+        "card:card.add_bags": "set reservation {reservation_id} to {total_baggages} checked bags "
+                              "({nonfree_baggages} paid)",
+        "card:card.change_passengers": "update the passengers of reservation {reservation_id}",
+        "card:card.book_reservation": "book a {flight_type} trip from {origin} to {destination} in {cabin}",
+        "card:card.send_certificate": "send you a travel certificate of ${amount}",
+        "executed": "Done: your reservation is updated.",
+        "reservation_state": "Reservation {reservation_id}: {origin} to {destination}, {cabin}, {status}.",
+        "verified": "Thanks, I have your profile.",
+    },
+    guidance={
+        "tip:refund_timing": "Refunds go back to the original payment methods within 5 to 7 business days.",
+        "tip:confirm_before_change": "I'll list the details and wait for your yes before changing anything.",
+        "tip:insurance": "Travel insurance is $30 per passenger and allows a full refund for health or weather.",
+        "tip:bags": "Each checked bag beyond your allowance is $50.",
+    },
+    refusals={
+        "not_confirmed": "I need your explicit yes first",
+        "other_user": "it belongs to another profile",
+        "user_not_found": "I couldn't find that user id",
+        "reservation_not_found": "I couldn't find that reservation",
+        "flight_not_found": "I couldn't find that flight",
+        "flight_not_available": "that flight can't be booked on that date",
+        "not_enough_seats": "there are not enough seats left in that cabin",
+        "payment_not_found": "that payment method is not on your profile",
+        "insufficient_balance": "the balance on that card doesn't cover it",
+        "certificate_not_allowed": "a travel certificate can't pay for a change",
+        "payment_mismatch": "the payments don't add up to the total price",
+        "already_cancelled": "it is already cancelled",
+        "already_flown": "part of the trip has already been flown",
+        "not_cancellable": "it was booked more than 24 hours ago, is not business class, and the reason is not "
+                           "covered by insurance",
+        "basic_economy_fixed": "basic economy flights can't be changed",
+        "route_changed": "the origin, destination and trip type must stay the same",
+        "bags_removed": "checked bags can be added but not removed",
+        "bags_under_charged": "bags beyond your free allowance are $50 each",
+        "passenger_count": "the number of passengers can't change",
+        "too_many_passengers": "a reservation holds one to five passengers",
+        "payment_mix": "a booking takes at most one certificate, one credit card and three gift cards",
+        "no_compensation": "compensation is only for silver and gold members, insured or business travellers",
+        "bad_amount": "the certificate amount is not one the policy gives",
+        "too_many_certificates": "no more certificates can be added to the profile",
+    },
+)
+
+ORCHESTRATOR_POLICY = (
+    "You are an airline agent. Get the user's id and read their profile before anything else. Read a "
+    "reservation before you change or cancel it. Basic economy flights cannot be changed; cabin changes are "
+    "possible before any flight is flown. A cancellation needs its reason and is allowed within 24 hours of "
+    "booking, for a flight the airline cancelled, in business, or with insurance for health or weather. Bags "
+    "can be added, never removed. A change happens only through an action card and the user's explicit yes.")
+GENERATOR_PERSONA = "You are a concise, courteous airline agent. Answer in one to three short sentences."
+POLICY_LINES: dict[str, tuple[str, ...]] = {
+    "cancel_reservation": ("Refunds go to the original payment methods within 5 to 7 business days.",),
+    "update_reservation_flights": ("A fare difference is paid or refunded on the gift card or credit card "
+                                   "you choose.",),
+    "update_reservation_baggages": ("Each checked bag beyond the allowance is $50.",),
+    "book_reservation": ("Travel insurance is $30 per passenger.",),
+}
+
+
+class AirlineState(BaseModel):
+    """The session facts the airline pack keeps (stored in each turn's meta)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = None
+    observed_ids: list[str] = Field(default_factory=list)
+    records: CandidateSet = Field(default_factory=CandidateSet)
+    reservations: dict[str, dict[str, str]] = Field(default_factory=dict)
+    pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
+
+
+class AirlinePack(PackBase):
+    """The airline domain (see module docstring)."""
+
+    name = "airline"
+    labels = lab.W1_LABELS
+    cards = CARDS
+    texts = AIRLINE_TEXTS
+    orchestrator_policy = ORCHESTRATOR_POLICY
+    generator_persona = GENERATOR_PERSONA
+    conflict_kinds = lab.CONFLICT_KINDS
+    branch_of_intent = lab.BRANCH_OF_INTENT
+    entity_kind = "reservation_id"
+    transfer_tool = TRANSFER_TOOL
+    transfer_reasons = lab.TRANSFER_REASONS
+    binds_user = False
+    reasons = REASONS
+    tables_dir = Path(__file__).with_name("tables")
+    arg_kind_table = cand.ARG_KINDS
+    write_tools = WRITE_TOOLS
+    persistent = True
+
+    def __init__(self) -> None:
+        self._registry = build_registry()
+
+    @staticmethod
+    def state_of(facts: TurnFacts) -> AirlineState:
+        return AirlineState.model_validate(facts.state) if facts.state else AirlineState()
+
+    # -- gating ----------------------------------------------------------------------------------
+    def read_tools(self, facts: TurnFacts) -> list[str]:
+        """Open reads always; a reservation's details once the user is known."""
+        out = ["get_user_details", "search_direct_flight", "search_onestop_flight", "list_all_airports",
+               "calculate"]
+        return out + (["get_reservation_details"] if self.state_of(facts).user_id else [])
+
+    def cards_for(self, intent: str, sub_intent: str, facts: TurnFacts) -> list[Card]:
+        if self.state_of(facts).user_id is None:
+            return []
+        wanted = set(lab.cards_for(intent, sub_intent))
+        return [c for c in self.cards if c.id in wanted]
+
+    # -- perception and grounding -----------------------------------------------------------------
+    def intent_prior(self, text: str) -> list[str] | None:
+        return lab.intent_prior(text)
+
+    def sub_intent_prior(self, text: str, intent: str) -> list[str] | None:
+        return lab.sub_intent_prior(text, intent)
+
+    def extract_candidates(self, text: str) -> dict[str, list[str]]:
+        found = cand.extract_user_candidates(text)
+        if "amount" in found:  # 150 and 150.0 are the same amount
+            found["amount"] = list(dict.fromkeys(v for a in found["amount"] for v in (a, str(float(a)))))
+        return found
+
+    def fixed_candidates(self) -> dict[str, list[str]]:
+        return {k: list(v) for k, v in cand.FIXED_CANDIDATES.items()}
+
+    def restore(self, facts: TurnFacts) -> None:
+        facts.candidates = facts.candidates.merged(self.state_of(facts).records)
+
+    def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
+        state = self.state_of(facts)
+        return {"authenticated_user_id": state.user_id, "observed_ids": list(state.observed_ids)}
+
+    # -- observations -------------------------------------------------------------------------------
+    def observe(self, tool: str, result: Mapping[str, Any] | None, ok: bool, facts: TurnFacts) -> None:
+        state = self.state_of(facts)
+        if ok and result:
+            if tool in LOOKUP_TOOLS and state.user_id is None and result.get("user_id"):
+                state.user_id = str(result["user_id"])
+            found = cand.record_candidates(tool, result, state.user_id)
+            if tool == "get_reservation_details" and result.get("user_id") == state.user_id:
+                rid = str(result.get("reservation_id"))
+                state.reservations[rid] = {
+                    "origin": str(result.get("origin")), "destination": str(result.get("destination")),
+                    "cabin": str(result.get("cabin")), "status": str(result.get("status") or "active")}
+            ids = [v for k in ("reservation_id", "payment_id", "user_id") for v in found.get(k, [])]
+            state.observed_ids = sorted(set(state.observed_ids) | set(ids))
+            state.records.add_all(found, "record")
+            facts.candidates.add_all(found, "record")
+        facts.state = state.model_dump(mode="json")
+
+    def user_state(self, tool: str, result: Mapping[str, Any] | None) -> dict[str, Any]:
+        r = dict(result or {})
+        if tool == "get_reservation_details" and r.get("reservation_id"):
+            key = f"reservation.{r['reservation_id']}"
+            return {f"{key}.status": r.get("status") or "active", f"{key}.cabin": r.get("cabin"),
+                    f"{key}.origin": r.get("origin"), f"{key}.destination": r.get("destination")}
+        if tool == "get_user_details" and r.get("user_id"):
+            return {"user.membership": r.get("membership"), "user.reservations": len(r.get("reservations") or [])}
+        return super().user_state(tool, result)
+
+    # -- texts and the reply ------------------------------------------------------------------------
+    def answer_lines(self, facts: TurnFacts, contract: ForwardContract) -> list[str]:
+        t = self.texts.templates
+        out: list[str] = []
+        for rid, r in self.state_of(facts).reservations.items():
+            if any(o.tool == "get_reservation_details" and o.ok and (o.args or {}).get("reservation_id") == rid
+                   for o in contract.prior_observations):
+                out.append(t["reservation_state"].format(reservation_id=rid, **r))
+        return out
+
+    def refusal_line(self, refusal: Mapping[str, Any], title: str, contract: ForwardContract) -> str:
+        why = self.texts.refusals.get(str(refusal.get("reason")), "") or "it is not allowed here"
+        rid = refusal.get("entity")
+        where = f" for reservation {rid}" if rid else ""
+        return f"I can't {title[:1].lower() + title[1:]}{where}: {why}."
+
+    def executed_lines(self, action: EligibleAction, contract: ForwardContract) -> list[str]:
+        if action.tool == "book_reservation":
+            return ["Done: your new reservation is booked."]
+        if action.tool == "send_certificate":
+            return ["Done: the certificate is on your profile."]
+        return [self.texts.templates["executed"]]
+
+    def policy_lines(self, tool: str | None) -> Sequence[str]:
+        return POLICY_LINES.get(tool or "", ())
+
+    def entity_names(self, facts: TurnFacts) -> list[str]:
+        c = facts.candidates
+        return c.of("first_name") + c.of("last_name")
+
+    # -- kernels ------------------------------------------------------------------------------------
+    def snapshot_values(self, facts: TurnFacts) -> dict[str, Any]:
+        state = self.state_of(facts)
+        typed = self.extract_candidates(facts.user_text)
+        out: dict[str, Any] = {}
+        uid = state.user_id or (facts.candidates.of("user_id") or typed.get("user_id") or [None])[-1]
+        if uid:
+            out["user_id"] = uid
+        if typed.get("reservation_id"):
+            out["reservation_id"] = typed["reservation_id"][-1]
+        airports = typed.get("airport", [])
+        if len(airports) >= 2:
+            out["origin"], out["destination"] = airports[0], airports[1]
+        if typed.get("date"):
+            out["date"] = typed["date"][0]
+        return out
+
+    def conflicts(self, facts: TurnFacts) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"constraint_id": f"card:{r.get('card_id')}", "kind": "action_refused",
+                                      "detail": str(r.get("reason") or "")} for r in facts.refusals]
+        for o in facts.observations:
+            if o.get("ok"):
+                continue
+            if o.get("tool") == "get_reservation_details":
+                out.append({"constraint_id": f"reservation:{(o.get('args') or {}).get('reservation_id', '')}",
+                            "kind": "reservation_not_found", "detail": str(o.get("reason") or "")})
+            elif o.get("tool") == "get_user_details":
+                out.append({"constraint_id": "identity", "kind": "identity_not_found",
+                            "detail": str(o.get("reason") or "")})
+        if (facts.intent in lab.ACCOUNT_INTENTS and self.state_of(facts).user_id is None
+                and not any(c["constraint_id"] == "identity" for c in out)):
+            out.append({"constraint_id": "identity", "kind": "identity_unverified"})
+        return out
+
+    # -- serving: the world, its store and the tools --------------------------------------------------
+    def new_world(self, seed: int, dataset: str | None = None) -> AirlineWorld:
+        """The tau2-airline world (``dataset``: its ``db.json`` or directory; default the data directory)."""
+        return load_world(dataset)
+
+    def world_from_entities(self, rows: Iterable[tuple[str, str, str]]) -> AirlineWorld:
+        return AirlineWorld.from_entities(rows).with_clock(load_world_clock())
+
+    def tool_runner(self, world: Any, ledger: Any) -> LocalToolRunner:
+        return LocalToolRunner(self, world, ledger=ledger)
+
+    def task_replay(self, tau2_dir: str | Path | None = None) -> Any:
+        """The hook that replays tau2-airline's expected actions through these tools."""
+        from .replay import AirlineReplay
+
+        return AirlineReplay(tau2_dir)
+
+    # -- the tool backend ---------------------------------------------------------------------------
+    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: AirlineWorld) -> CallOutcome:
+        return invoke(self._registry, name, args, ctx, world)
+
+    def precheck(self, name: str, args: dict[str, Any], ctx: ToolContext, world: AirlineWorld) -> str | None:
+        return precheck(self._registry, name, args, ctx, world)
+
+    def ungrounded(self, name: str, args: dict[str, Any], user_texts: Sequence[str], world: AirlineWorld,
+                   user_id: str) -> list[str]:
+        """The write's arguments that are neither in the user's texts nor in their own records."""
+        cands = CandidateSet()
+        for text in user_texts:
+            cands.add_all(self.extract_candidates(text), "user")
+        cands.add_all(self.fixed_candidates(), "record")
+        user = world.users.get(user_id)
+        if user is not None:
+            cands.add_all(cand.record_candidates("get_user_details", user.model_dump(mode="json"), user_id), "record")
+            for rid in user.reservations:
+                res = world.reservations.get(rid)
+                if res is not None:
+                    cands.add_all(cand.record_candidates("get_reservation_details", res.model_dump(mode="json"),
+                                                         user_id), "record")
+        kinds = {k: v for k, v in self.arg_kinds(name).items() if k not in _UNCHECKED}
+        return sorted({arg for arg, _ in ungrounded_args(args, kinds, cands)})
+
+
+#: Values the backend's grounding re-check leaves to the tool itself: a new itinerary's flights and dates
+#: come from searches (session observations the backend does not hold), amounts and bag counts from
+#: arithmetic the tool re-does (a payment that does not add up is refused).
+_UNCHECKED = frozenset({"flights[].flight_number", "flights[].date", "payment_methods[].amount", "amount",
+                        "total_baggages", "nonfree_baggages"})
+
+
+def load_world_clock():
+    """The clock of the configured data directory's policy (a stored world keeps no clock of its own)."""
+    return load_world_clock_for(default_data_dir())

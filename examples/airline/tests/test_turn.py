@@ -1,0 +1,61 @@
+"""The tandem turn on the airline pack, end to end in process (scripted models, the real tool port over the
+tau2-airline world): the user id is read, a cancellation card is offered with grounded values, and the yes
+runs it once."""
+
+import pytest
+from tandem_airline.data import default_data_dir
+from tandem_airline.pack import AirlinePack
+
+from pipelines.core.runner import LocalToolRunner
+
+harnesses = pytest.importorskip("tests.unit.harnesses", reason="run from the Tandem repository root")
+doubles = pytest.importorskip("tests.doubles")
+pytestmark = pytest.mark.skipif(not (default_data_dir() / "db.json").is_file(),
+                                reason="tau2-airline data not found (set TANDEM_AIRLINE_DIR)")
+
+
+def _session():
+    pack = AirlinePack()
+    tools = LocalToolRunner(pack, pack.new_world(0))
+    h = harnesses.TandemHarness("airline", tools=tools)
+    h.turn("Hi, my user id is chen_jackson_3290", orch=[doubles.w1("greeting", "hello", "Let me find your profile.")],
+           gen=["Hello, how can I help with your trip?"])
+    assert h.meta["state"]["user_id"] == "chen_jackson_3290", h.meta
+    return h, tools
+
+
+def test_a_cancellation_is_offered_with_grounded_values_and_runs_on_the_yes():
+    h, tools = _session()
+    r = h.turn("Please cancel reservation 4WQ150, my plans changed",
+               orch=[doubles.w1("cancel", "reservation", "Let me check that reservation."),
+                     doubles.j(decision="action", card_id="card.cancel_reservation",
+                               params={"reservation_id": "4WQ150", "reason": "change_of_plan"})])
+    assert [c.card_id for c in r.of("action_card")] == ["card.cancel_reservation"], h.meta
+    h.turn("yes")
+    assert tools.world.reservations["4WQ150"].status == "cancelled"
+
+
+def test_an_invented_reason_is_never_offered():
+    h, tools = _session()
+    r = h.turn("Please cancel reservation 4WQ150",
+               orch=[doubles.w1("cancel", "reservation", "Let me check that reservation."),
+                     doubles.j(decision="action", card_id="card.cancel_reservation",
+                               params={"reservation_id": "4WQ150", "reason": "weather"})])
+    assert r.of("action_card") == []
+    assert tools.world.reservations["4WQ150"].status is None
+
+
+def test_a_change_before_the_user_id_asks_for_it():
+    pack = AirlinePack()
+    h = harnesses.TandemHarness("airline", tools=LocalToolRunner(pack, pack.new_world(0)))
+    r = h.turn("I want to add a bag to my trip", orch=[doubles.w1("change", "bags", "Let me look at that.")])
+    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
+    assert "user id" in said and r.of("action_card") == []
+
+
+def test_a_cancellation_without_a_reservation_id_asks_which_one():
+    h, _ = _session()
+    r = h.turn("I need to cancel a reservation, my plans changed",
+               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations.")])
+    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
+    assert "Which reservation" in said and r.of("action_card") == [], said
