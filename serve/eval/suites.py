@@ -51,7 +51,7 @@ TAU2_SUITES = ("tau2-openings", "tau2-tasks")
 FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
     ("cancel", [
         ("Hi, my email is alex.rivera@example.com.", {"kind": "authenticate", "user_id": ALEX}),
-        ("Please cancel order #W1000001.", {"kind": "action_card", "card_id": "card.cancel_order",
+        ("Please cancel order #W1000001, I no longer need it.", {"kind": "action_card", "card_id": "card.cancel_order",
                                             "order_id": "#W1000001"}),
         ("yes", {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001",
                  "status": "cancelled"}),
