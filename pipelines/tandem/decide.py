@@ -63,11 +63,14 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
 
     A clarify (who are you? which order? which address?) interrupts a request; the user's answer
     carries no request of its own, so the request goes on after it. Only an intent that offers one
-    of the pack's write cards is carried (a question about a greeting or a policy carries nothing).
+    of the pack's write cards is carried (a question about a greeting or a policy carries nothing); turns
+    that fell back in between are skipped.
     """
-    if not history:
-        return None
-    m = history[-1].meta.get(META_KEY) if isinstance(history[-1].meta, dict) else None
+    m = None
+    for turn in reversed(history):  # a turn that fell back answered nothing: the request is still open
+        m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
+        if not (isinstance(m, dict) and m.get("path") == "fallback"):
+            break
     if not isinstance(m, dict) or m.get("path") != "clarify":
         return None
     c1 = m.get("c1") or {}

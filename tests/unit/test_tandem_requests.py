@@ -34,6 +34,22 @@ def test_a_request_made_before_the_identity_question_goes_on_after_it() -> None:
     assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"
 
 
+def test_the_carried_request_skips_turns_that_fell_back() -> None:
+    from types import SimpleNamespace
+
+    from pipelines.tandem.decide import carried_request
+
+    d = load_domain("support")
+
+    def turn(path, intent="exchange", sub="items"):
+        return SimpleNamespace(meta={"tandem": {"path": path, "c1": {"intent": intent, "sub_intent": sub}}})
+
+    assert carried_request(d, [turn("clarify"), turn("fallback", "modify", "address")]) == ("exchange", "items")
+    assert carried_request(d, [turn("clarify"), turn("answer", "order_status", "status")]) is None
+    assert carried_request(d, [turn("clarify", "greeting", "hello")]) is None
+    assert carried_request(d, []) is None
+
+
 def test_a_text_with_its_own_cue_is_not_carried() -> None:
     d = load_domain("support")
     assert allowed_labels(d, "my email is [EMAIL_1]", ("cancel", "order")) == {"cancel": ["order"]}
