@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,9 +44,9 @@ from pipelines.telemetry import annotate, stage_span
 
 from .prompts import narration_messages, perception_messages, slot_messages
 from .settings import TandemSettings
-from .state import TandemState
+from .state import META_KEY, TandemState
 
-__all__ = ["perceive_and_decide", "slot_call", "refill", "w1_config", "allowed_labels"]
+__all__ = ["perceive_and_decide", "slot_call", "refill", "w1_config", "allowed_labels", "carried_request"]
 
 
 def w1_config(s: TandemSettings) -> W1Config:
@@ -58,10 +58,39 @@ def w1_config(s: TandemSettings) -> W1Config:
                     hold_words=s.narration_hold_words, degrade=True)
 
 
-def allowed_labels(domain: Domain, user_text: str) -> dict[str, list[str]]:
-    """The pack's labels, narrowed to the intents (and sub-intents) the request's explicit cues allow."""
+def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] | None:
+    """The change request a clarify of the last turn was asked for: ``(intent, sub_intent)`` or ``None``.
+
+    A clarify (who are you? which order? which address?) interrupts a request; the user's answer
+    carries no request of its own, so the request goes on after it. Only an intent that offers one
+    of the pack's write cards is carried (a question about a greeting or a policy carries nothing); turns
+    that fell back in between are skipped.
+    """
+    m = None
+    for turn in reversed(history):  # a turn that fell back answered nothing: the request is still open
+        m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
+        if not (isinstance(m, dict) and m.get("path") == "fallback"):
+            break
+    if not isinstance(m, dict) or m.get("path") != "clarify":
+        return None
+    c1 = m.get("c1") or {}
+    intent, sub = c1.get("intent"), c1.get("sub_intent")
+    changes = {c.intent for c in domain.cards if getattr(c, "kind", "write") == "write"}
+    if intent not in changes or intent not in domain.labels:
+        return None
+    return str(intent), str(sub) if sub in domain.labels[intent] else str(domain.labels[intent][0])
+
+
+def allowed_labels(domain: Domain, user_text: str, carried: tuple[str, str] | None = None) -> dict[str, list[str]]:
+    """The pack's labels, narrowed to the intents (and sub-intents) the request's explicit cues allow.
+
+    A text with no cue of its own that answers a clarify of a change request (``carried``) is read as
+    that request going on: the labels are narrowed to it.
+    """
     prior = domain.intent_prior(user_text)
     labels = {i: list(subs) for i, subs in domain.labels.items()}
+    if not prior and carried is not None:
+        return {carried[0]: [carried[1]]}
     if prior:
         labels = {i: labels[i] for i in prior if i in labels}
     for intent, subs in labels.items():
@@ -134,7 +163,11 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
             task = asyncio.create_task(caller.raw(c.tool, dict(c.args), step=0))
             w1.out.tasks.append((c.tool, dict(c.args), task))
 
-    w1 = Perception(models, w1_config(s), labels=allowed_labels(d, facts.user_text), tools=d.registry.names(),
+    carried = carried_request(d, st.ctx.history)
+    if carried is not None:
+        st.meta["carried"] = {"intent": carried[0], "sub_intent": carried[1]}
+    w1 = Perception(models, w1_config(s), labels=allowed_labels(d, facts.user_text, carried),
+                    tools=d.registry.names(),
                     phi=st.phi, snapshot=Snapshot.of(d.snapshot_values(facts)), counters=st.counters, emit=st.emit,
                     prefix="tandem", dispatch=dispatch, gate=narration_gate, safe_ack=d.texts.safe_ack,
                     narration=narration_messages, on_c1=on_c1, clock=st.clock,

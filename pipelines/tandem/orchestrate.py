@@ -22,7 +22,7 @@ Every step is one ``tandem.step`` event (the raw output, the offer, the decision
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.core.contract import EligibleAction
@@ -46,10 +46,20 @@ from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredO
 from .prompts import observation_line, step_messages
 from .settings import TandemSettings
 
-__all__ = ["Orchestrator"]
+__all__ = ["Orchestrator", "change_asked"]
 
 # Failures of the hop, not of the backend: a confirmed write that met one may have run.
 _LOST = frozenset({"tool_timeout", "tool_error"})
+
+
+def change_asked(domain: Any, texts: Sequence[str]) -> bool:
+    """Whether a user text of the session asks for a change in words: a cue of an intent that offers a write card.
+
+    A card is offered only then; a perceived change intent with no such cue (an email, a greeting, a
+    status question read as a change) asks what the user needs instead.
+    """
+    changes = {c.intent for c in domain.cards if getattr(c, "kind", "write") == "write"}
+    return any(changes & set(domain.intent_prior(t) or ()) for t in texts)
 
 
 class Orchestrator:
@@ -135,6 +145,10 @@ class Orchestrator:
         if card is None:
             self._block(step, "unrequested_card", card_id)
             raise Stop(fallback("invalid_tool_call", f"card {card_id} not offered for {intent}/{sub_intent}"))
+        if not change_asked(self.domain, self.facts.user_texts):
+            self._block(step, "unrequested_card", card_id)
+            self.counters.blocked("unrequested_card")
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question("details"))
         missing = [p for p in card.required_params if p not in params]
         if missing:
             self._block(step, "missing_params", ",".join(missing))

@@ -30,6 +30,7 @@ from pipelines.core.ports import Guardrails, RuleKernels, ToolRunner, W1Tables
 from pipelines.core.prologue import open_turn
 from pipelines.core.tools import ToolCaller
 from pipelines.counters import Counters
+from pipelines.grounding import appears_in
 from pipelines.protocols import ModelClient
 from pipelines.turn import TurnContext
 
@@ -41,7 +42,7 @@ from .routes import decided_by_route, route
 from .settings import TandemSettings
 from .state import META_KEY, TandemState, quiet
 
-__all__ = ["TandemPipeline", "META_KEY"]
+__all__ = ["TandemPipeline", "META_KEY", "stated_fixed"]
 
 
 class TandemPipeline:
@@ -105,7 +106,9 @@ class TandemPipeline:
                                      state=state)
         for text in facts.user_texts:
             facts.candidates.add_all(d.extract_candidates(text), "user")
-        facts.candidates.add_all(d.fixed_candidates(), "record")
+        # a fixed vocabulary value (a cancellation reason…) fills a card only once the user has said it:
+        # picked from the allowed values it would be invented, so the card waits and the turn asks
+        facts.candidates.add_all(stated_fixed(d.fixed_candidates(), facts.user_texts), "user")
         d.restore(facts)
         await d.prepare(facts, self.tools)
         st.ctx.stage_ms["prepare"] = st.elapsed_ms() - st.ctx.stage_ms["pre_guard"]
@@ -123,6 +126,12 @@ class TandemPipeline:
         await st.versioned()  # W1's labels awaited the tables, unless they failed first
         async for event in respond(st, d, self.models, self.guardrails, self.kernels, s):
             yield event
+
+
+def stated_fixed(fixed: dict[str, list[str]], texts: list[str]) -> dict[str, list[str]]:
+    """The pack's fixed vocabulary values that occur, as whole words, in the user's texts."""
+    out = {kind: [v for v in values if appears_in(v, texts)] for kind, values in fixed.items()}
+    return {k: v for k, v in out.items() if v}
 
 
 async def _phi(tables: asyncio.Future[W1Tables]) -> Any:

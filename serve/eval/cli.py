@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .report import markdown, plot_first_token_cdf, summary_doc
-from .suites import SUITE_DOMAIN, Case, flow_suite, tau2_suite
+from .suites import SUITE_DOMAIN, TAU2_SUITES, Case, flow_suite, tau2_suite, tau2_tasks_suite
 
 __all__ = ["build_parser", "main", "build_cases"]
 
@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suites", default="tau2-openings,flows", help=f"comma-separated: {', '.join(SUITE_DOMAIN)}")
     p.add_argument("--tau2-dir", type=Path, default=None,
                    help="tau2-retail folder with tasks_train.json (default $TANDEM_TAU2_DIR or ../shared/data/tau2-retail)")
+    p.add_argument("--domain", default=None,
+                   help="the pack the tau2 suites run on (an installed `tandem.domains` entry point; "
+                   "default: the suite's own)")
     p.add_argument("--limit", type=int, default=20, help="tau2 tasks in file order (0 = all)")
+    p.add_argument("--max-user-turns", type=int, default=10, help="tau2-tasks: user turns per task at most")
     p.add_argument("--verbatim", action="store_true", help="send reason_for_call unchanged (second person)")
     p.add_argument("--coach-sessions", type=int, default=4)
     p.add_argument("--coach-turns", type=int, default=5)
@@ -74,13 +78,13 @@ def build_cases(ns: argparse.Namespace, suites: list[str], world_seed: int) -> d
     """The cases of each suite (raises ValueError when a suite's data is missing)."""
     out: dict[str, list[Case]] = {}
     for s in suites:
-        if s == "tau2-openings":
-            from pipelines.domains.support.replay import default_tau2_dir
-
-            base = ns.tau2_dir or default_tau2_dir()
-            if not (base / "tasks_train.json").is_file():
-                raise ValueError(f"tau2-retail tasks not found in {base} (use --tau2-dir or TANDEM_TAU2_DIR)")
-            out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim)
+        if s in TAU2_SUITES:
+            base = ns.tau2_dir or _default_tau2_dir()
+            if not (base / "tasks_train.json").is_file() or (s == "tau2-tasks" and not (base / "db.json").is_file()):
+                raise ValueError(f"tau2 tasks (tasks_train.json, db.json) not found in {base} "
+                                 "(use --tau2-dir or TANDEM_TAU2_DIR)")
+            make = tau2_suite if s == "tau2-openings" else tau2_tasks_suite
+            out[s] = make(base, ns.limit, verbatim=ns.verbatim)
         elif s == "flows":
             out[s] = flow_suite()
         elif s == "coach":
@@ -88,6 +92,18 @@ def build_cases(ns: argparse.Namespace, suites: list[str], world_seed: int) -> d
 
             out[s] = coach_suite(world_seed, seed=ns.seed, sessions=ns.coach_sessions, turns=ns.coach_turns)
     return out
+
+
+def _default_tau2_dir() -> Path:
+    """``$TANDEM_TAU2_DIR``, else the default folder of the pack's replay."""
+    import os
+
+    env = os.environ.get("TANDEM_TAU2_DIR")
+    if env:
+        return Path(env)
+    from pipelines.domains.support.replay import default_tau2_dir
+
+    return default_tau2_dir()
 
 
 def _validate(ns: argparse.Namespace) -> tuple[list[str], list[str]]:

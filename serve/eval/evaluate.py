@@ -35,7 +35,7 @@ from .measures import (
 )
 from .runner import EventLog, run_turn, session_turns
 from .scoring import DECIDING_KINDS, analyse_turn, score
-from .suites import Case
+from .suites import Case, EvalTurn
 
 __all__ = ["Evaluator", "META_KEYS", "initial_order_status"]
 
@@ -53,6 +53,54 @@ def _tool_records(kind: str, log: list[dict[str, Any]]) -> list[dict[str, Any]]:
             obs = (e.get("result") or {}).get("observation") or {}
             out.append({"confirmed": bool(e.get("confirmed")), "ok": bool(obs.get("ok")), "result": obs.get("result")})
     return out
+
+
+@functools.lru_cache(maxsize=2)
+def _tau2_data(base_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    import json
+    from pathlib import Path
+
+    tasks = json.loads((Path(base_dir) / "tasks_train.json").read_text())
+    db = json.loads((Path(base_dir) / "db.json").read_text())
+    return {str(t["id"]): t for t in tasks}, db
+
+
+def _tau2_task(base_dir: str, task_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    tasks, db = _tau2_data(base_dir)
+    return tasks[task_id], db
+
+
+def _confirmed_writes(kind: str, log: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The confirmed tool calls that succeeded in one turn: ``(tool, args)``."""
+    out = []
+    for e in log:
+        if e["kind"] == f"{kind}.tool" and e.get("confirmed"):
+            ok = e.get("ok") if kind == "tandem" else ((e.get("result") or {}).get("observation") or {}).get("ok")
+            if ok:
+                out.append((str(e.get("tool")), dict(e.get("args") or {})))
+    return out
+
+
+def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent: str | None = None) -> bool | None:
+    """Whether a perceived intent fits a tau2 task's intent label (``None``: nothing to judge).
+
+    ``status only`` fits an intent that offers no card; a change label fits the intent of
+    the pack card whose tool is the label's write (any of them, when several tools share a label).
+    """
+    from .tau2_user import WRITE_VERBS
+
+    if label is None or intent is None:
+        return None
+    card_intents = {c.intent for c in pack.cards if getattr(c, "kind", "write") == "write"}
+    if label == "status only":
+        return intent not in card_intents
+    tools = {t for t, (lab, _) in WRITE_VERBS.items() if lab == label}
+    subs = tuple((getattr(pack, "labels", {}) or {}).get(intent, ()))
+
+    def fits(card: Any) -> bool:
+        return card.intent == intent and (len(subs) <= 1 or (bool(sub_intent) and str(sub_intent) in card.id))
+
+    return any(fits(c) for c in pack.cards if c.tool in tools)
 
 
 def _meta_key(kind: str) -> str:
@@ -86,6 +134,8 @@ class Evaluator:
     timeout_s: float = 300.0
     api_key: str | None = None
     order_status: Callable[[str], str | None] | None = None
+    entity: Callable[[str, str], dict[str, Any] | None] | None = None
+    max_user_turns: int = 10
     _pack: Any = None
     _vocab: set[str] | None = None
     _world: Any = None
@@ -124,7 +174,9 @@ class Evaluator:
         return initial_order_status(self.world_seed, order_id) if self.domain == "support" else None
 
     def run_case(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Play one session; one row per turn."""
+        """Play one session; one row per turn (a tau2 task: turns asked of its scripted user)."""
+        if case.suite == "tau2-tasks":
+            return self.run_task(case, on_row=on_row)
         sid = f"eval-{self.kind}-{case.case_id}-{self.stamp}"[:120]
         ledger = SessionLedger()
         for key in ("user_id", "opponent_id"):
@@ -163,6 +215,86 @@ class Evaluator:
             rows.append(row)
             if on_row is not None:
                 on_row(row)
+        return rows
+
+    def _turn(self, case: Case, sid: str, i: int, turn: EvalTurn, ledger: SessionLedger,
+              session_tools: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                           list[dict[str, Any]], dict[str, Any]]:
+        """One turn sent and judged: its row, its SSE events, its logged events, its own meta."""
+        res = run_turn(self.http, sid, turn.text, user_id=turn.user_id, timeout_s=self.timeout_s,
+                       api_key=self.api_key, client=self._client)
+        red = ledger.add_user_text(turn.text)
+        tid = res.done.get("turn_id")
+        log = self.events.turn(tid) if tid and self.logged else []
+        stored = next((t for t in session_turns(self.http, sid, api_key=self.api_key, client=self._client)
+                       if t.get("turn_id") == tid), {}) if tid else {}
+        own = (stored.get("meta") or {}).get(_meta_key(self.kind)) or {}
+        base: dict[str, Any] = {
+            "kind": self.kind, "suite": case.suite, "case": case.case_id, "turn": i, "session_id": sid,
+            "text": turn.text, "user_id": turn.user_id, "expect": None, "label": None,
+            "status": res.done.get("status"), "error": res.error, "turn_id": tid,
+            "first_token_ms": res.first_token_ms, "first_narration_ms": res.first_narration_ms,
+            "first_reply_ms": res.first_reply_ms, "first_visible_ms": res.first_visible_ms,
+            "e2e_ms": round(res.e2e_ms, 1), "server": (res.done.get("timings") or {}), "info": case.info,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        }
+        try:
+            row = self._judge(base, case, turn, res.events, log, own, red, ledger, session_tools)
+        except Exception as exc:  # a judging bug is reported on its turn; the run goes on
+            row = {**base, "eval_error": f"{type(exc).__name__}: {exc}"[:300]}
+        return row, res.events, log, own
+
+    def run_task(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Play one tau2 task with its scripted user; the last row carries the task's record (``tau2_task``)."""
+        from pathlib import Path
+
+        from .tau2_db import db_check
+        from .tau2_user import AssistantTurn, ScriptedUser
+
+        base_dir = Path(case.info["tau2_dir"])
+        task, db = _tau2_task(str(base_dir), case.info["task_id"])
+        user = ScriptedUser(task, db, {c.id: c.tool for c in self._pack.cards}, max_turns=self.max_user_turns)
+        sid = f"eval-{self.kind}-{case.case_id}-{self.stamp}"[:120]
+        ledger, session_tools = SessionLedger(), []
+        rows: list[dict[str, Any]] = []
+        writes: list[tuple[str, dict[str, Any]]] = []
+        text: str | None = user.opening()
+        rules: list[str] = ["opening"]
+        i = 0
+        while text is not None:
+            row, sse, log, own = self._turn(case, sid, i, EvalTurn(text), ledger, session_tools)
+            writes += _confirmed_writes(self.kind, log)
+            if i == 0:
+                row["intent_label"] = case.info.get("intent_label")
+                row["intent_ok"] = (intent_matches(self._pack, case.info.get("intent_label"), row.get("intent"),
+                                                   row.get("sub_intent"))
+                                    if self.kind in META_KEYS and own else None)
+            reply = user.respond(AssistantTurn.from_sse(sse)) if not row.get("error") else None
+            row["user_rule"] = rules[-1]
+            row["repeated_ask"] = bool(reply and reply.repeated_ask)
+            rows.append(row)
+            if reply is None or reply.text is None:
+                user.ended = user.ended or ("error" if reply is None else reply.rule)
+                break
+            rules.append(reply.rule)
+            text, i = reply.text, i + 1
+        record: dict[str, Any] = {
+            "task_id": case.info["task_id"], "ended": user.ended, "user_turns": user.turns,
+            "actions_expected": len(user.writes), "actions_matched": len(user.done),
+            "cards_refused": user.cards_refused, "repeated_asks": user.repeated_asks,
+            "writes": [w[0] for w in writes],
+        }
+        if self.entity is not None:
+            try:
+                record.update(db_check(self._pack, base_dir / "db.json", task, self.entity, writes, db=db))
+            except Exception as exc:  # a measurement: report it on the task, go on
+                record.update(passed=None, db_error=f"{type(exc).__name__}: {exc}"[:300])
+        else:
+            record["passed"] = None
+        rows[-1]["tau2_task"] = record
+        for r in rows:
+            if on_row is not None:
+                on_row(r)
         return rows
 
     def _judge(self, base: dict[str, Any], case: Case, turn: Any, sse: list[dict[str, Any]],

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["percentile", "p50_p90", "rate", "summarise", "summary_doc", "ratios", "goals", "markdown",
+__all__ = ["tau2_tasks", "percentile", "p50_p90", "rate", "summarise", "summary_doc", "ratios", "goals", "markdown",
            "plot_first_token_cdf", "GOALS"]
 
 Row = Mapping[str, Any]
@@ -79,6 +79,12 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
         "unrequested_cards": _count(rows, "unrequested"),
         "delivered_unselected_actions": _count(rows, "unselected"),
     }
+    tasks = [r["tau2_task"] for r in rows if r.get("tau2_task")]
+    if tasks:
+        out["tau2_tasks"] = tau2_tasks(tasks, [r for r in rows if r.get("suite") == "tau2-tasks"])
+    opened = [r.get("intent_ok") for r in rows if r.get("suite") == "tau2-tasks" and r.get("turn") == 0]
+    if opened:
+        out["intent_accuracy"] = rate(opened)
     if coach:
         out.update({
             "intent_accuracy": rate(r.get("intent_ok") for r in coach),
@@ -90,6 +96,26 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     return out
 
 
+def tau2_tasks(tasks: Sequence[Mapping[str, Any]], rows: Sequence[Row]) -> dict[str, Any]:
+    """Whole tau2 tasks: the database check, actions matched, cards refused, repeated asks, turns per task."""
+    judged = [t for t in tasks if t.get("passed") is not None]
+    passed = sum(1 for t in judged if t["passed"])
+    turns = Counter(r["case"] for r in rows)
+    return {
+        "tasks": len(tasks),
+        "passed": passed if judged else None,
+        "pass_rate": round(100.0 * passed / len(judged), 1) if judged else None,
+        "actions_expected": sum(int(t.get("actions_expected") or 0) for t in tasks),
+        "actions_matched": sum(int(t.get("actions_matched") or 0) for t in tasks),
+        "cards_refused": sum(int(t.get("cards_refused") or 0) for t in tasks),
+        "repeated_asks": sum(int(t.get("repeated_asks") or 0) for t in tasks),
+        "turns_p50": percentile(turns.values(), 0.5),
+        "ended": dict(Counter(str(t.get("ended")) for t in tasks)),
+        "first_token_ms": p50_p90(r.get("first_token_ms") for r in rows),
+        "e2e_ms": p50_p90(r.get("e2e_ms") for r in rows),
+    }
+
+
 def summary_doc(rows: Sequence[Row], run: Mapping[str, Any]) -> dict[str, Any]:
     """``summary.json``: ``pipelines.<kind>`` (all turns, and ``suites.<suite>``), ratios, goals, the run."""
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
@@ -99,6 +125,8 @@ def summary_doc(rows: Sequence[Row], run: Mapping[str, Any]) -> dict[str, Any]:
         suites = list(dict.fromkeys(r["suite"] for r in mine))
         pipelines[kind] = {**summarise(mine), "suites": {s: summarise([r for r in mine if r["suite"] == s])
                                                           for s in suites}}
+        if "intent_accuracy" not in pipelines[kind]:
+            pipelines[kind]["intent_accuracy"] = None
     doc = {"run": dict(run), "pipelines": pipelines}
     doc["ratios"] = ratios(pipelines)
     doc["goals"] = goals(pipelines, doc["ratios"])
@@ -203,7 +231,7 @@ COACH_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms")
 def markdown(doc: Mapping[str, Any]) -> str:
     """The run as markdown: one table per suite family, the ratios and the goals."""
     lines = [f"# tandem eval — {doc['run'].get('started_at', '')}", ""]
-    for title, suites, cols in (("Support", ("tau2-openings", "flows"), SUPPORT_COLS),
+    for title, suites, cols in (("Support", ("tau2-openings", "tau2-tasks", "flows"), SUPPORT_COLS),
                                 ("Coach", ("coach",), COACH_COLS)):
         body = [(k, s, p["suites"][s]) for k, p in doc["pipelines"].items() for s in suites if s in p["suites"]]
         if not body:
@@ -211,6 +239,20 @@ def markdown(doc: Mapping[str, Any]) -> str:
         lines += [f"## {title}", "", "| pipeline | suite | " + " | ".join(c for c, _ in cols) + " |",
                   "|---|---|" + "---|" * len(cols)]
         lines += [f"| {k} | {s} | " + " | ".join(_fmt(m.get(key)) for _, key in cols) + " |" for k, s, m in body]
+        lines.append("")
+    tasks = [(k, p["tau2_tasks"], p.get("intent_accuracy")) for k, p in doc["pipelines"].items()
+             if p.get("tau2_tasks")]
+    if tasks:
+        lines += ["## tau2 tasks (scripted user, database check)", "",
+                  "| pipeline | tasks | passed | actions matched / expected | cards refused | repeated asks | "
+                  "turns p50 | first token p50 / p90 ms | e2e p50 / p90 ms | intent acc | ended |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for k, t, ia in tasks:
+            passed = "–" if t["passed"] is None else f"{t['passed']}/{t['tasks']} ({t['pass_rate']:g}%)"
+            lines.append(f"| {k} | {t['tasks']} | {passed} | {t['actions_matched']}/{t['actions_expected']} | "
+                         f"{t['cards_refused']} | {t['repeated_asks']} | {_fmt(t['turns_p50'])} | "
+                         f"{_fmt(t['first_token_ms'])} | {_fmt(t['e2e_ms'])} | {_fmt(ia)} | "
+                         + ", ".join(f"{a} {n}" for a, n in t["ended"].items()) + " |")
         lines.append("")
     if doc.get("ratios"):
         lines += ["## First-token ratios (p50, same run)", ""]

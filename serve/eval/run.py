@@ -21,19 +21,27 @@ from typing import Any
 
 from .evaluate import Evaluator
 from .runner import EventLog, LocalApps, app_overrides, run_turn
-from .suites import SUITE_DOMAIN, Case
+from .suites import SUITE_DOMAIN, TAU2_SUITES, Case
 
 __all__ = ["run_all", "domain_groups"]
 
 WARMUP_TEXTS = ("Hello!", "What can you help me with?")
 
 
-def domain_groups(suites: list[str]) -> list[tuple[str, list[str]]]:
-    """Suites grouped by domain, in the order they were asked for."""
+def domain_groups(suites: list[str], tau2_domain: str | None = None) -> list[tuple[str, list[str]]]:
+    """Suites grouped by domain, in the order they were asked for (``tau2_domain``: the tau2 suites' pack)."""
     out: dict[str, list[str]] = {}
     for s in suites:
-        out.setdefault(SUITE_DOMAIN[s], []).append(s)
+        d = tau2_domain if (tau2_domain and s in TAU2_SUITES) else SUITE_DOMAIN[s]
+        out.setdefault(d, []).append(s)
     return list(out.items())
+
+
+def _dataset(suites: list[str], cases: dict[str, list[Case]]) -> str | None:
+    """The tau2 ``db.json`` the app's world is imported from when the group plays whole tau2 tasks."""
+    for c in cases.get("tau2-tasks", []) if "tau2-tasks" in suites else []:
+        return str(Path(c.info["tau2_dir"]) / "db.json")
+    return None
 
 
 def _warm(http: str, kind: str, n: int, timeout_s: float, api_key: str | None) -> None:
@@ -67,9 +75,9 @@ def _http_run(ns: argparse.Namespace, kind: str, suites: list[str], cases: dict[
         raise ValueError(f"the app at {ns.http} serves pipeline {served!r}, not {kind!r}")
     events = EventLog(ns.telemetry)
     rows: list[dict[str, Any]] = []
-    for domain, dsuites in domain_groups(suites):
+    for domain, dsuites in domain_groups(suites, getattr(ns, "domain", None)):
         ev = Evaluator(kind, domain, ns.http.rstrip("/"), events, world_seed=world_seed, timeout_s=ns.turn_timeout_s,
-                       api_key=ns.api_key)
+                       api_key=ns.api_key, max_user_turns=getattr(ns, "max_user_turns", 10))
         try:
             got, skipped = _play(ev, dsuites, cases, deadline, on_row)
         finally:
@@ -105,7 +113,7 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
     events = EventLog(work / "telemetry")
     rows: list[dict[str, Any]] = []
     try:
-        for domain, dsuites in domain_groups(suites):
+        for domain, dsuites in domain_groups(suites, getattr(ns, "domain", None)):
             for kind in kinds:
                 rec = kind_record(kind)
                 if rec.domains is not None and domain not in rec.domains:
@@ -115,7 +123,8 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                     run["skipped"].append({"kind": kind, "domain": domain, "why": "max wall time reached"})
                     continue
                 tag = f"{kind}-{domain}"
-                over = app_overrides(kind, domain, base_args.get("pipeline") or {}, work, tag, world_seed=world_seed)
+                over = app_overrides(kind, domain, base_args.get("pipeline") or {}, work, tag, world_seed=world_seed,
+                                     dataset=_dataset(dsuites, cases))
                 print(f"[{tag}] deploying ...", flush=True)
                 app: dict[str, Any] = {"kind": kind, "domain": domain}
                 try:
@@ -131,7 +140,8 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                 app["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
                 ev = Evaluator(kind, domain, apps.http, events, max_steps=int(over["pipeline"].get("max_steps", 3)),
                                world_seed=world_seed, timeout_s=ns.turn_timeout_s,
-                               order_status=apps.order_status if domain == "support" else None)
+                               order_status=apps.order_status if domain == "support" else None,
+                               entity=apps.entity, max_user_turns=getattr(ns, "max_user_turns", 10))
                 t_app = time.monotonic()
                 try:
                     got, skipped = _play(ev, dsuites, cases, deadline, on_row)

@@ -155,7 +155,7 @@ def session_turns(http: str, session_id: str, *, api_key: str | None = None,
 
 
 def app_overrides(kind: str, domain: str, base_pipeline: dict[str, Any], work: Path, tag: str,
-                  *, world_seed: int) -> dict[str, Any]:
+                  *, world_seed: int, dataset: str | None = None) -> dict[str, Any]:
     """The app args overridden for one (kind, domain): fresh store and world, telemetry, the pipeline section.
 
     The pipeline section keeps the shared decoding bounds (reply tokens, temperature,
@@ -170,7 +170,8 @@ def app_overrides(kind: str, domain: str, base_pipeline: dict[str, Any], work: P
         "store": {"kind": "sqlite", "path": str(work / f"{tag}-sessions.db")},
         "telemetry": {"jsonl_dir": str(work / "telemetry")},
         "pipeline": pipeline,
-        "domain": {"name": domain, "seed": world_seed, "world_path": str(work / f"{tag}-world.db")},
+        "domain": {"name": domain, "seed": world_seed, "world_path": str(work / f"{tag}-world.db"),
+                   **({"dataset": dataset} if dataset else {})},
     }
 
 
@@ -295,6 +296,13 @@ class LocalApps:
             return None if found is None else found["status"]
         except Exception as exc:  # the status is a measurement: report, do not fail the run
             return f"error: {type(exc).__name__}"
+
+    def entity(self, kind: str, key: str) -> dict[str, Any] | None:
+        """One entity of the running app's world, as JSON (``None`` when absent)."""
+        from ray import serve
+
+        h = serve.get_deployment_handle("ToolsServer", app_name=self.app_name)
+        return h.entity.remote(kind, key).result()
 
     def delete(self) -> None:
         if not self.app_name:

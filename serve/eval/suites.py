@@ -35,18 +35,23 @@ __all__ = [
     "opening",
     "tau2_cases",
     "tau2_suite",
+    "tau2_tasks_suite",
+    "TAU2_SUITES",
     "flow_suite",
 ]
 
 ALEX, PRIYA = "alex_rivera_1001", "priya_shah_2002"
 
 #: Which domain pack a suite runs on (one app start per pipeline and domain).
-SUITE_DOMAIN: dict[str, str] = {"tau2-openings": "support", "flows": "support", "coach": "coach"}
+SUITE_DOMAIN: dict[str, str] = {"tau2-openings": "support", "tau2-tasks": "support", "flows": "support",
+                                 "coach": "coach"}
+#: The suites played from tau2-format tasks (their pack can be named with ``--domain``).
+TAU2_SUITES = ("tau2-openings", "tau2-tasks")
 
 FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
     ("cancel", [
         ("Hi, my email is alex.rivera@example.com.", {"kind": "authenticate", "user_id": ALEX}),
-        ("Please cancel order #W1000001.", {"kind": "action_card", "card_id": "card.cancel_order",
+        ("Please cancel order #W1000001, I no longer need it.", {"kind": "action_card", "card_id": "card.cancel_order",
                                             "order_id": "#W1000001"}),
         ("yes", {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001",
                  "status": "cancelled"}),
@@ -134,6 +139,27 @@ def tau2_suite(base: Path, limit: int, *, verbatim: bool = False) -> list[Case]:
     return [Case("tau2-openings", f"task-{c['task_id']}", (EvalTurn(c["text"], expect=c["expect"]),),
                  info={"task_id": c["task_id"], "first_expected_action": c["first_expected_action"]})
             for c in tau2_cases(base, limit, verbatim)]
+
+
+def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False) -> list[Case]:
+    """One whole session per tau2 task, played by the scripted user (:mod:`serve.eval.tau2_user`).
+
+    The case's one turn is the opening; the evaluator asks the user for every later one.
+    ``info`` carries the task id, the intent label of its expected write and the tasks' folder.
+    """
+    from .tau2_user import intent_label
+
+    tasks = json.loads((base / "tasks_train.json").read_text())
+    if limit > 0:
+        tasks = tasks[:limit]
+    out = []
+    for t in tasks:
+        actions = (t.get("evaluation_criteria") or {}).get("actions") or []
+        out.append(Case("tau2-tasks", f"task-{t['id']}",
+                        (EvalTurn(opening(t["user_scenario"]["instructions"]["reason_for_call"], verbatim)),),
+                        info={"task_id": str(t["id"]), "intent_label": intent_label(actions),
+                              "tau2_dir": str(base)}))
+    return out
 
 
 def flow_suite() -> list[Case]:

@@ -50,7 +50,7 @@ def test_the_readme_session_through_the_real_tandem_turn():
     assert r["facts"]["first_decision"]["decision"] == "find_user_id_by_email"
     assert score({"kind": "authenticate", "user_id": ALEX}, r["facts"], text, None)[0] is True
     assert r["invented"] == []
-    text = "Please cancel order #W1000001."
+    text = "Please cancel order #W1000001, it is no longer needed."
     r = _judge("tandem", h, h.turn(text, orch=[
         w1("cancel", "order"),
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),

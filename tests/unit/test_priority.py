@@ -37,7 +37,7 @@ def test_the_first_call_runs_before_later_ones_by_default() -> None:
 def _session(settings: TandemSettings | None = None) -> TandemHarness:
     h = TandemHarness(settings=settings)
     h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
-    h.turn("Please cancel order #W1000001", orch=[
+    h.turn("Please cancel order #W1000001, I ordered it by mistake", orch=[
         w1("cancel", "order", "Let me check that order."),
         j(decision="action", card_id="card.cancel_order",
           params={"order_id": "#W1000001", "reason": "ordered by mistake"}),

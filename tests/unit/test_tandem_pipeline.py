@@ -42,7 +42,7 @@ def test_readme_session_narration_first_then_card_then_yes_then_handoff():
     assert r.reply.startswith("Hi! I can help with your orders")
     assert len(h.calls("orchestrator")) == 1  # Φ's `then: respond`: no orchestrator step
     _verify(h)
-    r = h.turn("Please cancel order #W1000001", orch=[
+    r = h.turn("Please cancel order #W1000001, I ordered it by mistake", orch=[
         w1("cancel", "order", "Let me check that order."),
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "ordered by mistake"}),
     ])
@@ -63,7 +63,7 @@ def test_readme_session_narration_first_then_card_then_yes_then_handoff():
 def test_propose_offers_only_the_intents_card_with_grounded_enums():
     h = TandemHarness()
     _verify(h)
-    h.turn("Please cancel order #W1000001", orch=[
+    h.turn("Please cancel order #W1000001, it is no longer needed", orch=[
         w1("cancel", "order"),
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
     ])
@@ -71,7 +71,7 @@ def test_propose_offers_only_the_intents_card_with_grounded_enums():
     branches = _branches(step)
     assert set(branches) == {"card.cancel_order"}  # only filling the card: no tools, respond, select, clarify
     params = branches["card.cancel_order"]["params"]["properties"]
-    assert params["reason"] == {"enum": ["no longer needed", "ordered by mistake"]}
+    assert params["reason"] == {"enum": ["no longer needed"]}  # only the reason the user gave
     assert "#W1000001" in params["order_id"]["enum"]
     assert all(o.startswith("#W") for o in params["order_id"]["enum"])
 
@@ -132,7 +132,7 @@ def test_a_refused_change_is_accounted_for_not_offered():
     h = TandemHarness()
     _verify(h)
     delivered = next(o for o in h.world.users[ALEX].orders if h.world.orders[o].status == "delivered")
-    r = h.turn(f"Please cancel order {delivered}", orch=[
+    r = h.turn(f"Please cancel order {delivered}, it is no longer needed", orch=[
         w1("cancel", "order"),
         j(decision="action", card_id="card.cancel_order", params={"order_id": delivered, "reason": "no longer needed"}),
     ])
@@ -147,10 +147,10 @@ def test_no_declines_and_other_text_drops_the_pending_card():
     h = TandemHarness()
     _verify(h)
     card = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"})
-    h.turn("Please cancel order #W1000001", orch=[w1("cancel", "order"), card])
+    h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
     r = h.turn("no")
     assert r.reply == "Okay, I won't make that change. Is there anything else I can help with?"
-    h.turn("Please cancel order #W1000001", orch=[w1("cancel", "order"), card])
+    h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
     h.turn("what is the status of my order?", orch=[w1("order_status", "status"), j(decision="respond")],
            gen=["Order #W1000001 is pending."])
     h.turn("yes", orch=[w1("other", "unknown"), j(decision="respond")])
@@ -193,7 +193,7 @@ def test_w3_guidance_is_stored_and_replays_identically():
     h = TandemHarness()
     _verify(h)
     for _ in range(3):
-        h.turn("Please cancel order #W1000001", orch=[
+        h.turn("Please cancel order #W1000001, it is no longer needed", orch=[
             w1("cancel", "order"),
             j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
         ])
@@ -217,7 +217,7 @@ def test_logged_phi_lookups_and_steps_replay_identically_and_tampering_shows():
 
     h = TandemHarness()
     _verify(h)
-    r = h.turn("Please cancel order #W1000001", orch=[
+    r = h.turn("Please cancel order #W1000001, it is no longer needed", orch=[
         w1("cancel", "order"),
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
     ])

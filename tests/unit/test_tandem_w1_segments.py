@@ -62,7 +62,7 @@ def test_a_segmented_turn_runs_the_orchestrator_after_w1_as_usual():
     h = TandemHarness(settings=SEGMENTS)
     h.turn("Hi, my email is alex.rivera@example.com", orch=[segment(w1("greeting", "hello"))] * 3)
     full = w1("cancel", "order", "Let me check that order.")
-    r = h.turn("Please cancel order #W1000001", orch=[segment(full)] * 3 + [
+    r = h.turn("Please cancel order #W1000001, I ordered it by mistake", orch=[segment(full)] * 3 + [
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "ordered by mistake"})])
     assert [c.card_id for c in r.of("action_card")] == ["card.cancel_order"]
     step = h.calls("orchestrator")[-1]  # the step continues the W1 text as one assistant message
@@ -141,7 +141,7 @@ def test_the_orchestrator_reads_the_labels_and_starts_while_the_narration_stream
     h.models.stream = stream  # type: ignore[method-assign]
     narration = "Let me look into that for you, it will only take a moment or two."
     full = w1("cancel", "order", narration)
-    r = h.turn("Please cancel order #W1000001", orch=[beside(full)] * 3 + [
+    r = h.turn("Please cancel order #W1000001, I ordered it by mistake", orch=[beside(full)] * 3 + [
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "ordered by mistake"})])
     assert [c.card_id for c in r.of("action_card")] == ["card.cancel_order"]
     step = h.calls("orchestrator")[-1]  # the labels alone, as the second label call's prefix continued
@@ -417,7 +417,7 @@ def test_turns_decided_without_w1_record_both_table_versions():
     h = TandemHarness(settings=PARALLEL)
     version = f"{h.pipeline.guardrails.version}+{h.kernels.holder.active.version}"
     h.turn("Hi, my email is alex.rivera@example.com", orch=[beside(w1("greeting", "hello"))] * 3)
-    h.turn("Please cancel order #W1000001", orch=[
+    h.turn("Please cancel order #W1000001, it is no longer needed", orch=[
         *[beside(w1("cancel", "order"))] * 3,
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
     ])

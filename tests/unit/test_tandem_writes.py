@@ -48,7 +48,7 @@ def test_a_confirmed_tandem_write_is_recorded_in_the_ledger_once(tmp_path) -> No
     store.seed_if_empty(generate_world(7))
     runner = LocalToolRunner(build_support_domain(), store.load(RetailWorld.from_entities), ledger=store)
     h = verified(runner)
-    h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order."),
+    h.turn(f"Please cancel order {OID}, it is no longer needed", orch=[w1("cancel", "order", "Let me check that order."),
                                                j(decision="action", card_id="card.cancel_order",
                                                  params={"order_id": OID, "reason": "no longer needed"})])
     h.turn("yes")
@@ -59,7 +59,7 @@ def test_a_confirmed_tandem_write_is_recorded_in_the_ledger_once(tmp_path) -> No
 
 def test_the_canary_is_in_every_tandem_system_prompt() -> None:
     h = verified()
-    h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order."),
+    h.turn(f"Please cancel order {OID}, it is no longer needed", orch=[w1("cancel", "order", "Let me check that order."),
                                                j(decision="action", card_id="card.cancel_order",
                                                  params={"order_id": OID, "reason": "no longer needed"})])
     token = canary_token()
@@ -79,7 +79,7 @@ def test_a_narration_that_leaks_the_canary_is_withheld() -> None:
 def _at_the_card(tools) -> TandemHarness:
     h = TandemHarness(tools=tools, settings=TandemSettings(tool_timeout_s=0.05))
     h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
-    h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order."),
+    h.turn(f"Please cancel order {OID}, it is no longer needed", orch=[w1("cancel", "order", "Let me check that order."),
                                                j(decision="action", card_id="card.cancel_order",
                                                  params={"order_id": OID, "reason": "no longer needed"})])
     return h

@@ -102,6 +102,15 @@ def _names(text: str) -> list[tuple[str, str]]:
     return out
 
 
+#: A cancellation reason said in other words → the policy's value (the value said as is counts too).
+REASON_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(no longer|don'?t|do not|won'?t)\b.{0,20}\b(need|want|use)\w*|\bnot needed\b", re.I),
+     "no longer needed"),
+    (re.compile(r"\b(by (a )?mistake|mistaken\w*|accident\w*|wrong order|didn'?t mean to)\b", re.I),
+     "ordered by mistake"),
+)
+
+
 def extract_user_candidates(text: str) -> dict[str, list[str]]:
     """Candidates by kind found in one user text (already redacted: emails are placeholders)."""
     out: dict[str, list[str]] = {}
@@ -131,6 +140,7 @@ def extract_user_candidates(text: str) -> dict[str, list[str]]:
     if re.search(r"\b(usa|united states|u\.s\.a?\.?)\b", text, re.I):
         add("country", ["USA"])
     add("amount", [f"{c / 100:.2f}" for c in sorted(extract_amounts(text))])
+    add("cancel_reason", [value for rx, value in REASON_CUES if rx.search(text)])
     q = " ".join(text.split())[:200]
     add("query", [q] if q else [])
     return out

@@ -341,9 +341,13 @@ class SupportPack:
         out: dict[str, Any] = {}
         if state.authenticated_user_id:
             out["user_id"] = state.authenticated_user_id
-        typed = extract_user_candidates(facts.user_text)
-        if typed.get("order_id"):
-            out["order_id"] = typed["order_id"][-1]
+        # the order named this turn, else the one the user named last in the session: an answer to a
+        # question (who are you? why?) goes on with the request it interrupted
+        for text in [facts.user_text, *reversed(facts.user_texts)]:
+            typed = extract_user_candidates(text).get("order_id")
+            if typed:
+                out["order_id"] = typed[-1]
+                break
         if c.has("email"):
             out["email"] = c.of("email")[-1]
         if c.has("first_name") and c.has("last_name") and c.has("zip"):

@@ -1,0 +1,315 @@
+"""A scripted, deterministic user for tau2-format tasks: built from the task and the task's database alone.
+
+The user knows the task (``user_scenario.instructions`` and the expected actions of
+``evaluation_criteria``) and reads descriptions of its own things from the database the
+task runs on (``db.json``: ``users``, ``orders``, ``products``). It never sees the
+assistant's tools, events or meta: only what a person reads (:class:`AssistantTurn`).
+
+Rules, in the order they are tried on each assistant turn:
+
+1. **escalation** (the assistant hands over to a person) → the session ends (``escalated``).
+2. **a card** (an action offered for confirmation) → ``yes`` when the card's tool and
+   arguments equal an expected write not done yet (that write is then done), else ``no``
+   (counted in ``cards_refused``).
+3. **asked who they are** → what the task's identity holds: the expected lookup's
+   arguments (email, or first name, last name and zip), else the email or name and zip
+   written in ``known_info``.
+4. **asked about an order, item, option, address, payment method or reason** → the
+   facts of the next expected write not done yet that answer what was asked, as a
+   customer would say them: the order id as on a receipt (``#W…``), an item by its
+   product name and options (never its item id), the wanted variant by its options, an
+   address in words, a payment method by its kind and last digits, a cancellation
+   reason as the task states it. When everything it would say was already said in an
+   earlier user turn of the session, the question is a ``repeated_ask``.
+5. **anything else** while expected writes remain → the request of the next one restated
+   (its verb and order id: what the opening says, never its other facts); after two
+   restatements in a row with no progress the user gives up (``stuck``).
+6. **anything else** when no write remains → ``done`` (the session ends).
+
+At most ``max_turns`` user turns (``turn_cap``). Everything is a pure function of the
+task, the database and the assistant's turns: same inputs, same conversation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["AssistantTurn", "UserReply", "ScriptedUser", "intent_label", "opening_of", "INTENT_LABELS",
+           "LOOKUP_ACTIONS", "WRITE_VERBS"]
+
+LOOKUP_ACTIONS = ("find_user_id_by_email", "find_user_id_by_name_zip")
+#: tau2's write tools → the request in words (the label of intent accuracy, the restated request).
+WRITE_VERBS: dict[str, tuple[str, str]] = {
+    "cancel_pending_order": ("cancel", "cancel order {order_id}"),
+    "modify_pending_order_address": ("modify address", "change the shipping address of order {order_id}"),
+    "modify_user_address": ("modify address", "change my default address"),
+    "modify_pending_order_items": ("modify items", "change items in order {order_id}"),
+    "modify_pending_order_payment": ("modify payment", "change the payment method of order {order_id}"),
+    "return_delivered_order_items": ("return", "return items from order {order_id}"),
+    "exchange_delivered_order_items": ("exchange", "exchange items from order {order_id}"),
+}
+INTENT_LABELS = ("cancel", "modify address", "modify items", "modify payment", "return", "exchange", "status only")
+
+_IDENTITY = re.compile(r"e-?mail|\b(your|full|first|last) name\b|\bname and zip\b|\bzip\b|postal|verif|identif|"
+                       r"authenticat|who you are|your account", re.I)
+_TOPICS: dict[str, re.Pattern[str]] = {
+    "order": re.compile(r"\border(s| number| id)?\b", re.I),
+    "item": re.compile(r"\b(items?|products?|which one|options?|sizes?|colou?rs?|variants?|versions?|models?)\b",
+                       re.I),
+    "address": re.compile(r"\baddress\b|\bship(ping)? to\b", re.I),
+    "payment": re.compile(r"\b(payment|pay|card|paypal|gift card|refund (it )?to)\b", re.I),
+    "reason": re.compile(r"\breason\b|\bwhy\b", re.I),
+}
+_ASKS = re.compile(r"\?|\b(please (provide|tell|confirm|share|give|specify)|could you|can you|which|what)\b", re.I)
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+_NAME_ZIP = re.compile(r"\bYou are ([A-Z][a-z]+) ([A-Z][a-z]+)\b.*?\bzip ?code (\d{5})", re.S)
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    """What the user read of one assistant turn."""
+
+    text: str = ""
+    question: str | None = None
+    cards: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    escalated: bool = False
+
+    @classmethod
+    def from_sse(cls, events: Sequence[Mapping[str, Any]]) -> AssistantTurn:
+        parts: list[str] = []
+        question = None
+        cards: list[tuple[str, Mapping[str, Any]]] = []
+        escalated = False
+        for e in events:
+            t = e.get("type")
+            if t in ("narration.delta", "reply.delta"):
+                parts.append(str(e.get("text") or ""))
+            elif t == "clarify":
+                question = str(e.get("question") or "")
+                parts.append(" " + question + " " + " ".join(map(str, e.get("options") or [])))
+            elif t == "action_card":
+                cards.append((str(e.get("card_id")), dict(e.get("params") or {})))
+            elif t == "escalation":
+                escalated = True
+                parts.append(" " + str(e.get("message") or ""))
+        return cls("".join(parts).strip(), question, tuple(cards), escalated)
+
+
+@dataclass(frozen=True)
+class UserReply:
+    """The user's next message (``text`` ``None``: the session ends) and the rule that made it."""
+
+    text: str | None
+    rule: str
+    repeated_ask: bool = False
+
+
+def intent_label(actions: Sequence[Mapping[str, Any]]) -> str:
+    """The task's intent label from its first expected write (``status only`` when it has none)."""
+    for a in actions:
+        if a["name"] in WRITE_VERBS:
+            return WRITE_VERBS[a["name"]][0]
+    return "status only"
+
+
+def opening_of(task: Mapping[str, Any], verbatim: bool = False) -> str:
+    """Turn 1: the opening the openings suite sends."""
+    from .suites import opening
+
+    return opening(task["user_scenario"]["instructions"]["reason_for_call"], verbatim)
+
+
+def _same(value: Any, want: Any) -> bool:
+    if isinstance(want, list):
+        return isinstance(value, list | tuple) and [str(v) for v in value] == [str(w) for w in want]
+    return str(value).strip() == str(want).strip()
+
+
+def _words(options: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in options.items())
+
+
+@dataclass
+class ScriptedUser:
+    """One task's user (see module docstring). ``card_tools``: card id → the tool it calls."""
+
+    task: Mapping[str, Any]
+    db: Mapping[str, Any]
+    card_tools: Mapping[str, str]
+    max_turns: int = 10
+    verbatim: bool = False
+    turns: int = 0
+    done: set[int] = field(default_factory=set)
+    said: list[str] = field(default_factory=list)
+    cards_refused: int = 0
+    repeated_asks: int = 0
+    restated: int = 0
+    ended: str | None = None
+
+    @property
+    def actions(self) -> list[Mapping[str, Any]]:
+        return list((self.task.get("evaluation_criteria") or {}).get("actions") or [])
+
+    @property
+    def writes(self) -> list[tuple[int, Mapping[str, Any]]]:
+        return [(i, a) for i, a in enumerate(self.actions) if a["name"] in WRITE_VERBS]
+
+    def next_write(self) -> Mapping[str, Any] | None:
+        return next((a for i, a in self.writes if i not in self.done), None)
+
+    def _say(self, text: str | None, rule: str, repeated: bool = False) -> UserReply:
+        if text is None:
+            self.ended = rule
+        else:
+            self.turns += 1
+            self.said.append(text)
+        return UserReply(text, rule, repeated)
+
+    def opening(self) -> str:
+        return self._say(opening_of(self.task, self.verbatim), "opening").text or ""
+
+    # -- what the user knows, in words ------------------------------------------------------------
+
+    def identity(self) -> str:
+        for a in self.actions:
+            args = a["arguments"]
+            if a["name"] == "find_user_id_by_email":
+                return f"My email is {args['email']}."
+            if a["name"] == "find_user_id_by_name_zip":
+                return f"I'm {args['first_name']} {args['last_name']}, zip code {args['zip']}."
+        info = str(self.task["user_scenario"]["instructions"].get("known_info") or "")
+        m = _EMAIL.search(info)
+        if m:
+            return f"My email is {m.group(0)}."
+        m = _NAME_ZIP.search(info)
+        if m:
+            return f"I'm {m.group(1)} {m.group(2)}, zip code {m.group(3)}."
+        return "I don't know how else to identify myself."
+
+    def _order_item(self, order_id: str, item_id: str) -> str:
+        order = (self.db.get("orders") or {}).get(order_id) or {}
+        item = next((i for i in order.get("items", []) if i.get("item_id") == item_id), None)
+        if item is None:
+            return "an item I can't describe"
+        return f"the {item['name']} ({_words(item.get('options') or {})})"
+
+    def _variant(self, order_id: str, old_id: str, new_id: str) -> str:
+        order = (self.db.get("orders") or {}).get(order_id) or {}
+        item = next((i for i in order.get("items", []) if i.get("item_id") == old_id), None)
+        product = (self.db.get("products") or {}).get((item or {}).get("product_id", ""), {})
+        variant = (product.get("variants") or {}).get(new_id)
+        if variant is None:
+            return "another version I can't describe"
+        return _words(variant.get("options") or {})
+
+    def _payment(self, user_id: str | None, pm_id: str) -> str:
+        user = (self.db.get("users") or {}).get(user_id or "") or {}
+        pm = (user.get("payment_methods") or {}).get(pm_id)
+        if pm is None:
+            return "a payment method I can't describe"
+        if pm.get("source") == "credit_card":
+            return f"my {pm.get('brand', '')} credit card ending in {pm.get('last_four', '')}".replace("  ", " ")
+        if pm.get("source") == "gift_card":
+            return "my gift card"
+        return f"my {pm.get('source', 'payment method').replace('_', ' ')} account".replace("paypal", "PayPal")
+
+    def _owner(self, args: Mapping[str, Any]) -> str | None:
+        if args.get("user_id"):
+            return str(args["user_id"])
+        order = (self.db.get("orders") or {}).get(str(args.get("order_id", ""))) or {}
+        return order.get("user_id")
+
+    def facts(self, action: Mapping[str, Any], topics: set[str]) -> list[str]:
+        """The sentences answering ``topics`` about one expected write (an empty list: nothing to say)."""
+        a, out = action["arguments"], []
+        oid = str(a.get("order_id", ""))
+        if "order" in topics and oid:
+            out.append(f"It's order {oid}.")
+        if "item" in topics and a.get("item_ids"):
+            olds = [self._order_item(oid, i) for i in a["item_ids"]]
+            if a.get("new_item_ids"):
+                pairs = [f"{o} to {self._variant(oid, i, n)}" for o, i, n
+                         in zip(olds, a["item_ids"], a["new_item_ids"], strict=False)]
+                out.append("I'd like to change " + "; and ".join(pairs) + ".")
+            else:
+                out.append("It's " + " and ".join(olds) + ".")
+        if "address" in topics and a.get("address1"):
+            line = ", ".join(str(a[k]) for k in ("address1", "address2", "city") if a.get(k))
+            out.append(f"The address is {line}, {a.get('state', '')} {a.get('zip', '')}, {a.get('country', '')}.")
+        if "payment" in topics and a.get("payment_method_id"):
+            out.append(f"Please use {self._payment(self._owner(a), str(a['payment_method_id']))}.")
+        if "reason" in topics and a.get("reason"):
+            out.append(f"The reason is: {a['reason']}.")
+        return out
+
+    def request(self, action: Mapping[str, Any]) -> str:
+        verb = WRITE_VERBS[action["name"]][1].format(order_id=action["arguments"].get("order_id", ""))
+        return f"I'd like to {verb}."
+
+    # -- one reply ---------------------------------------------------------------------------------
+
+    def _card_match(self, card_id: str, params: Mapping[str, Any]) -> int | None:
+        tool = self.card_tools.get(card_id)
+        for i, a in self.writes:
+            if i in self.done or a["name"] != tool:
+                continue
+            if all(_same(params.get(k), v) for k, v in a["arguments"].items()):
+                return i
+        return None
+
+    def respond(self, turn: AssistantTurn) -> UserReply:
+        """The user's reply to one assistant turn (see module docstring)."""
+        if turn.escalated:
+            return self._say(None, "escalated")
+        if self.turns >= self.max_turns:
+            return self._say(None, "turn_cap")
+        if turn.cards:
+            card_id, params = turn.cards[0]
+            hit = self._card_match(card_id, params)
+            if hit is not None:
+                self.done.add(hit)
+                self.restated = 0
+                return self._say("Yes, please go ahead.", "yes")
+            self.cards_refused += 1
+            return self._say("No, that's not what I want.", "no")
+        asked = turn.question or (turn.text if _ASKS.search(turn.text) else "")
+        if asked and _IDENTITY.search(asked):
+            text = self.identity()
+            repeated = any(text in s for s in self.said)
+            self.repeated_asks += repeated
+            return self._say(text, "identity", repeated)
+        action = self.next_write()
+        topics = {t for t, rx in _TOPICS.items() if asked and rx.search(asked)}
+        if action is not None and topics:
+            lines = self.facts(action, topics)
+            if lines:
+                values = self._values(action, topics)
+                repeated = bool(values) and all(any(v.casefold() in s.casefold() for s in self.said) for v in values)
+                self.repeated_asks += repeated
+                self.restated = 0
+                return self._say(" ".join(lines), "facts", repeated)
+        if action is None:
+            return self._say(None, "done")
+        if self.restated >= 2:
+            return self._say(None, "stuck")
+        self.restated += 1
+        return self._say(self.request(action), "restate")
+
+    def _values(self, action: Mapping[str, Any], topics: set[str]) -> list[str]:
+        """The plain facts a topic answer carries (to tell whether they were all said before)."""
+        a = action["arguments"]
+        out: list[str] = []
+        if "order" in topics and a.get("order_id"):
+            out.append(str(a["order_id"]))
+        if "address" in topics and a.get("address1"):
+            out.append(str(a["address1"]))
+        if "reason" in topics and a.get("reason"):
+            out.append(str(a["reason"]))
+        if "payment" in topics and a.get("payment_method_id"):
+            out.append(self._payment(self._owner(a), str(a["payment_method_id"])))
+        if "item" in topics and a.get("item_ids"):
+            out += [self._order_item(str(a.get("order_id", "")), i) for i in a["item_ids"]]
+        return out

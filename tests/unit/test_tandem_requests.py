@@ -1,0 +1,94 @@
+"""The tandem turn over whole requests: a request goes on after a clarify (the identity detour among them),
+a fixed-vocabulary card argument is never picked for the user, and a card needs a change asked in words."""
+
+from __future__ import annotations
+
+from pipelines.domains import load_domain
+from pipelines.tandem.decide import allowed_labels
+from pipelines.tandem.orchestrate import change_asked
+from pipelines.tandem.pipeline import stated_fixed
+from tests.doubles import j, w1
+
+from .harnesses import TandemHarness
+
+OID = "#W1000001"
+EMAIL = "Hi, my email is alex.rivera@example.com"
+
+
+def _label_grammar(h: TandemHarness, since: int) -> str:
+    return next(c.structured_output.spec for role, c in h.models.calls[since:]
+                if role == "orchestrator" and c.structured_output and c.structured_output.kind == "grammar")
+
+
+def test_a_request_made_before_the_identity_question_goes_on_after_it() -> None:
+    h = TandemHarness()
+    r = h.turn(f"Cancel order {OID} now.", orch=[w1("cancel", "order", "Let me check that.")])
+    assert [e.type for e in r.events if e.type == "clarify"] == ["clarify"]
+    assert h.meta["path"] == "clarify" and h.meta["c1"] == {"intent": "cancel", "sub_intent": "order"}
+    n = len(h.models.calls)
+    h.turn("my email is alex.rivera@example.com", orch=[w1("cancel", "order", "Let me find your account."),
+                                                         j(decision="clarify", about="reason")])
+    assert h.meta["carried"] == {"intent": "cancel", "sub_intent": "order"}
+    grammar = _label_grammar(h, n)
+    assert '"cancel"' in grammar and '"account"' not in grammar and '"greeting"' not in grammar
+    assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"
+
+
+def test_the_carried_request_skips_turns_that_fell_back() -> None:
+    from types import SimpleNamespace
+
+    from pipelines.tandem.decide import carried_request
+
+    d = load_domain("support")
+
+    def turn(path, intent="exchange", sub="items"):
+        return SimpleNamespace(meta={"tandem": {"path": path, "c1": {"intent": intent, "sub_intent": sub}}})
+
+    assert carried_request(d, [turn("clarify"), turn("fallback", "modify", "address")]) == ("exchange", "items")
+    assert carried_request(d, [turn("clarify"), turn("answer", "order_status", "status")]) is None
+    assert carried_request(d, [turn("clarify", "greeting", "hello")]) is None
+    assert carried_request(d, []) is None
+
+
+def test_a_text_with_its_own_cue_is_not_carried() -> None:
+    d = load_domain("support")
+    assert allowed_labels(d, "my email is [EMAIL_1]", ("cancel", "order")) == {"cancel": ["order"]}
+    labels = allowed_labels(d, "Actually I want to return it instead", ("cancel", "order"))
+    assert list(labels) == ["return"]
+
+
+def test_a_cancellation_reason_the_user_never_gave_is_asked_for() -> None:
+    h = TandemHarness()
+    h.turn(EMAIL, orch=[w1("greeting", "hello", "Let me find your account.")])
+    r = h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order.")])
+    # the card cannot be filled from what the user said: the offer has no card, the turn asks for the reason
+    steps = [f for k, f in h.sink.events if k == "tandem.step"]
+    assert steps[-1]["decision"] == {"decision": "clarify", "about": "reason"}
+    assert [e.question for e in r.events if e.type == "clarify"] == [
+        "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?"]
+    assert not r.of("action_card")
+    r = h.turn("I don't need it anymore.", orch=[w1("cancel", "order", "Okay."),
+                                                 j(decision="action", card_id="card.cancel_order",
+                                                   params={"order_id": OID, "reason": "no longer needed"})])
+    assert [(c.card_id, c.params) for c in r.of("action_card")] == [
+        ("card.cancel_order", {"order_id": OID, "reason": "no longer needed"})]
+
+
+def test_a_card_needs_a_change_asked_in_words() -> None:
+    h = TandemHarness()
+    # the model reads a change into an identity answer: no change was asked, so no card
+    r = h.turn(EMAIL + f" and order {OID} was ordered by mistake",
+               orch=[w1("cancel", "order", "Let me look."),
+                     j(decision="action", card_id="card.cancel_order",
+                       params={"order_id": OID, "reason": "ordered by mistake"})])
+    assert not r.of("action_card") and h.meta["path"] != "action_card"
+    assert h.world.orders[OID].status == "pending"
+    d = load_domain("support")
+    assert change_asked(d, ["Please cancel order #W1"]) is True
+    assert change_asked(d, ["my email is [EMAIL_1]", "Where is my order?"]) is False
+
+
+def test_stated_fixed_keeps_only_values_said_as_whole_words() -> None:
+    fixed = {"cancel_reason": ["no longer needed", "ordered by mistake"]}
+    assert stated_fixed(fixed, ["It is no longer needed."]) == {"cancel_reason": ["no longer needed"]}
+    assert stated_fixed(fixed, ["cancel it"]) == {}

@@ -1,0 +1,89 @@
+"""tau2 task scoring: the database check, intent accuracy against a task's label, the summary block."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.domains import load_domain
+from pipelines.domains.support.replay import default_tau2_dir
+from serve.eval.evaluate import intent_matches
+from serve.eval.report import summary_doc
+from serve.eval.tau2_db import db_check, expected_world
+
+TAU2 = default_tau2_dir()
+
+
+@pytest.fixture(scope="module")
+def data():
+    if not (TAU2 / "db.json").is_file() or not (TAU2 / "tasks_train.json").is_file():
+        pytest.skip(f"tau2-retail data not found in {TAU2} (set TANDEM_TAU2_DIR)")
+    return json.loads((TAU2 / "db.json").read_text()), json.loads((TAU2 / "tasks_train.json").read_text())
+
+
+def _task(order_id, reason="no longer needed"):
+    return {"id": "x", "evaluation_criteria": {"actions": [
+        {"action_id": "x0", "name": "cancel_pending_order", "arguments": {"order_id": order_id, "reason": reason}}]}}
+
+
+def _pending(db):
+    return next(o for o in db["orders"].values() if o["status"] == "pending")
+
+
+def test_untouched_world_fails_and_the_replayed_world_passes(data):
+    db, _ = data
+    pack = load_domain("support")
+    order = _pending(db)
+    task = _task(order["order_id"])
+    fresh = pack.new_world(0, dataset=str(TAU2 / "db.json"))
+    untouched = db_check(pack, TAU2 / "db.json", task, lambda k, key: json.loads(fresh.entity_json(k, key)), db=db)
+    assert untouched["passed"] is False and f"order:{order['order_id']}" in untouched["differ"]
+    done = expected_world(pack, TAU2 / "db.json", task, db)
+    assert done.orders[order["order_id"]].status == "cancelled"
+    ok = db_check(pack, TAU2 / "db.json", task, lambda k, key: json.loads(done.entity_json(k, key)),
+                  [("cancel_pending_order", {"order_id": order["order_id"], "reason": "no longer needed"})], db=db)
+    assert ok["passed"] is True and ok["differ"] == []
+
+
+def test_a_session_write_the_task_did_not_expect_fails_the_check(data):
+    db, _ = data
+    pack = load_domain("support")
+    order = _pending(db)
+    other = next(o for o in db["orders"].values() if o["status"] == "pending" and o["order_id"] != order["order_id"])
+    live = expected_world(pack, TAU2 / "db.json", _task(other["order_id"]), db)  # the wrong order cancelled
+    res = db_check(pack, TAU2 / "db.json", {"id": "y", "evaluation_criteria": {"actions": []}},
+                   lambda k, key: json.loads(live.entity_json(k, key)),
+                   [("cancel_pending_order", {"order_id": other["order_id"], "reason": "ordered by mistake"})], db=db)
+    assert res["passed"] is False and res["differ"] == [f"order:{other['order_id']}"]
+
+
+def test_intent_matches_the_label_through_the_pack_cards():
+    pack = load_domain("support")
+    assert intent_matches(pack, "cancel", "cancel", "order") is True
+    assert intent_matches(pack, "modify address", "modify", "address") is True
+    assert intent_matches(pack, "modify address", "modify", "items") is False
+    assert intent_matches(pack, "modify address", "account", "address") is True
+    assert intent_matches(pack, "return", "order_status", "status") is False
+    assert intent_matches(pack, "status only", "order_status", "status") is True
+    assert intent_matches(pack, "status only", "cancel", "order") is False
+    assert intent_matches(pack, "exchange", None) is None
+
+
+def test_summary_gains_tau2_tasks_and_intent_accuracy():
+    def row(case, turn, **kw):
+        return {"kind": "tandem", "suite": "tau2-tasks", "case": case, "turn": turn, "e2e_ms": 100.0 * (turn + 1),
+                "first_token_ms": 10.0, **kw}
+
+    rows = [row("task-1", 0, intent_ok=True), row("task-1", 1), row("task-1", 2, tau2_task={
+                "passed": True, "actions_expected": 1, "actions_matched": 1, "cards_refused": 0,
+                "repeated_asks": 1, "ended": "done"}),
+            row("task-2", 0, intent_ok=False, tau2_task={
+                "passed": False, "actions_expected": 2, "actions_matched": 0, "cards_refused": 1,
+                "repeated_asks": 0, "ended": "escalated"})]
+    doc = summary_doc(rows, {})
+    t = doc["pipelines"]["tandem"]["tau2_tasks"]
+    assert (t["tasks"], t["passed"], t["pass_rate"]) == (2, 1, 50.0)
+    assert (t["actions_expected"], t["actions_matched"], t["cards_refused"], t["repeated_asks"]) == (3, 1, 1, 1)
+    assert t["turns_p50"] == 2.0 and t["ended"] == {"done": 1, "escalated": 1}
+    assert doc["pipelines"]["tandem"]["intent_accuracy"] == {"n": 2, "ok": 1, "pct": 50.0}

@@ -1,0 +1,144 @@
+"""The scripted tau2 user: its replies to hand-written assistant turns, the intent labels, the card rule."""
+
+from __future__ import annotations
+
+from serve.eval.tau2_user import AssistantTurn, ScriptedUser, intent_label
+
+DB = {
+    "users": {
+        "ana_lee_1": {
+            "user_id": "ana_lee_1", "email": "ana.lee@example.com",
+            "payment_methods": {
+                "credit_card_11": {"source": "credit_card", "id": "credit_card_11", "brand": "visa", "last_four": "4242"},
+                "paypal_12": {"source": "paypal", "id": "paypal_12"},
+            },
+        },
+    },
+    "orders": {
+        "#W100": {"order_id": "#W100", "user_id": "ana_lee_1", "status": "delivered", "items": [
+            {"name": "Desk Lamp", "product_id": "P1", "item_id": "I1", "price": 10.0,
+             "options": {"color": "black", "power": "battery"}},
+        ]},
+    },
+    "products": {"P1": {"name": "Desk Lamp", "product_id": "P1", "variants": {
+        "I1": {"item_id": "I1", "options": {"color": "black", "power": "battery"}},
+        "I2": {"item_id": "I2", "options": {"color": "white", "power": "USB"}},
+    }}},
+}
+
+CARD_TOOLS = {"card.exchange_items": "exchange_delivered_order_items", "card.cancel_order": "cancel_pending_order"}
+
+
+def task(actions, known="You are Ana Lee, ana.lee@example.com.", reason="You want to exchange your lamp. Be brief."):
+    return {"id": "t1", "user_scenario": {"instructions": {"known_info": known, "reason_for_call": reason}},
+            "evaluation_criteria": {"actions": actions}}
+
+
+EXCHANGE = {"action_id": "a1", "name": "exchange_delivered_order_items", "arguments": {
+    "order_id": "#W100", "item_ids": ["I1"], "new_item_ids": ["I2"], "payment_method_id": "credit_card_11"}}
+LOOKUP = {"action_id": "a0", "name": "find_user_id_by_email", "arguments": {"email": "ana.lee@example.com"}}
+
+
+def user(actions=(LOOKUP, EXCHANGE), **kw):
+    return ScriptedUser(task(list(actions), **kw), DB, CARD_TOOLS, max_turns=6)
+
+
+def test_opening_is_the_first_sentence_in_first_person():
+    assert user().opening() == "I want to exchange my lamp."
+
+
+def test_identity_question_gets_the_lookup_arguments():
+    u = user()
+    u.opening()
+    r = u.respond(AssistantTurn(question="Could you give me your email address?"))
+    assert (r.text, r.rule, r.repeated_ask) == ("My email is ana.lee@example.com.", "identity", False)
+    r = u.respond(AssistantTurn(question="What is your email?"))
+    assert (r.rule, r.repeated_ask, u.repeated_asks) == ("identity", True, 1)
+
+
+def test_identity_from_known_info_name_and_zip_without_a_lookup():
+    u = user(actions=(EXCHANGE,), known="You are Ana Lee in zip code 02134.")
+    assert u.identity() == "I'm Ana Lee, zip code 02134."
+
+
+def test_order_question_gets_the_order_id_and_repeats_count_when_said_before():
+    u = user()
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which order do you mean?"))
+    assert (r.text, r.repeated_ask) == ("It's order #W100.", False)
+    r = u.respond(AssistantTurn(question="Sorry, which order number?"))
+    assert (r.text, r.repeated_ask) == ("It's order #W100.", True)
+
+
+def test_item_question_names_the_product_and_options_never_the_item_id():
+    u = user()
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which item would you like to exchange, and for which option?"))
+    assert r.text == ("I'd like to change the Desk Lamp (color black, power battery) to color white, power USB.")
+    assert "I1" not in r.text and "I2" not in r.text
+
+
+def test_payment_question_by_kind_and_last_digits():
+    u = user()
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which payment method should we use?"))
+    assert r.text == "Please use my visa credit card ending in 4242."
+
+
+def test_card_equal_to_the_expected_write_is_accepted_then_session_ends():
+    u = user()
+    u.opening()
+    params = {"order_id": "#W100", "item_ids": ["I1"], "new_item_ids": ["I2"], "payment_method_id": "credit_card_11"}
+    r = u.respond(AssistantTurn(cards=(("card.exchange_items", params),)))
+    assert (r.text, r.rule, u.done) == ("Yes, please go ahead.", "yes", {1})
+    r = u.respond(AssistantTurn(text="Your exchange has been requested."))
+    assert (r.text, r.rule, u.ended) == (None, "done", "done")
+
+
+def test_card_with_other_arguments_or_tool_is_refused_and_counted():
+    u = user()
+    u.opening()
+    wrong = {"order_id": "#W100", "item_ids": ["I1"], "new_item_ids": ["I2"], "payment_method_id": "paypal_12"}
+    r = u.respond(AssistantTurn(cards=(("card.exchange_items", wrong),)))
+    assert (r.text, r.rule) == ("No, that's not what I want.", "no")
+    r = u.respond(AssistantTurn(cards=(("card.cancel_order", {"order_id": "#W100", "reason": "no longer needed"}),)))
+    assert (r.rule, u.cards_refused, u.done) == ("no", 2, set())
+
+
+def test_escalation_ends_and_statements_restate_then_give_up():
+    u = user()
+    u.opening()
+    assert u.respond(AssistantTurn(text="Let me look into that.")).text == "I'd like to exchange items from order #W100."
+    assert u.respond(AssistantTurn(text="Okay.")).rule == "restate"
+    r = u.respond(AssistantTurn(text="Okay."))
+    assert (r.text, r.rule) == (None, "stuck")
+    v = user()
+    v.opening()
+    assert v.respond(AssistantTurn(text="Transferring you.", escalated=True)).rule == "escalated"
+
+
+def test_turn_cap_bounds_the_session():
+    u = user()
+    u.opening()
+    for _ in range(5):
+        assert u.respond(AssistantTurn(question="Which order?")).text is not None
+    r = u.respond(AssistantTurn(question="Which order?"))
+    assert (r.text, r.rule, u.turns) == (None, "turn_cap", 6)
+
+
+def test_sse_events_to_assistant_turn():
+    t = AssistantTurn.from_sse([
+        {"type": "narration.delta", "text": "Checking. "},
+        {"type": "clarify", "question": "Which order?", "options": ["#W100"]},
+        {"type": "action_card", "card_id": "card.cancel_order", "params": {"order_id": "#W100"}},
+        {"type": "done"},
+    ])
+    assert t.question == "Which order?" and t.cards == (("card.cancel_order", {"order_id": "#W100"}),)
+    assert t.text == "Checking.  Which order? #W100" and not t.escalated
+
+
+def test_intent_label_from_the_first_expected_write():
+    assert intent_label([LOOKUP, EXCHANGE]) == "exchange"
+    assert intent_label([LOOKUP]) == "status only"
+    assert intent_label([{"name": "modify_user_address", "arguments": {}}]) == "modify address"
+    assert intent_label([{"name": "cancel_pending_order", "arguments": {}}]) == "cancel"
