@@ -64,3 +64,17 @@ def _no_ray(request: pytest.FixtureRequest):
             "fake the Ray call (monkeypatch) or move the test to tests/integration",
             pytrace=False,
         )
+
+
+# --- the heavy files: `make check` deselects them (-m "not slow"); `make unit` / `make test` run all
+SLOW_FILES = frozenset({
+    "test_fuzz_slice.py",  # property-based fuzzing of the API
+    "test_h100_profile.py",  # builds vLLM engine configs for every model of the H100 profile
+    "test_dr_adversarial.py",  # adversarial turns through the whole DR pipeline
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
