@@ -78,3 +78,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+
+
+# --- reports the xdist worker channel can carry ------------------------------------------------
+# A test that feeds a lone surrogate (test_edge's "bad \ud800 text") gets it back in its
+# captured log / output; pytest-xdist's channel encodes reports as UTF-8 and a lone surrogate
+# crashed the worker. The captured text is escaped (\ud800) before the report leaves.
+
+
+def _utf8_safe(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    outcome = yield
+    report = outcome.get_result()
+    report.sections = [(_utf8_safe(title), _utf8_safe(body)) for title, body in report.sections]
+    if isinstance(report.longrepr, str):
+        report.longrepr = _utf8_safe(report.longrepr)
