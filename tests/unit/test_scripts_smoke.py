@@ -48,6 +48,10 @@ def test_pipeline_for_kind_refuses_an_unknown_kind() -> None:
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "scripts").glob("device_*.py")))
 def test_device_scripts_parse_their_arguments_without_a_gpu(name: str) -> None:
+    source = (REPO / "scripts" / f"{name}.py").read_text()
+    compile(source, name, "exec")  # every device script is valid Python here
+    if "argparse" not in source:
+        return  # takes no arguments: compiling it is all that runs without a GPU
     res = subprocess.run([sys.executable, str(REPO / "scripts" / f"{name}.py"), "--help"], cwd=REPO,
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
