@@ -13,7 +13,7 @@ PHOENIX_VENV := .venv-phoenix
 PHOENIX_VERSION := 20.26.1
 PHOENIX_STAMP := $(PHOENIX_VENV)/.stamp-phoenix
 
-.PHONY: system-deps install run test unit integration lint bench k8s phoenix observe mutation mutation-slice coverage
+.PHONY: system-deps install run test check unit integration lint bench k8s phoenix observe mutation mutation-slice coverage
 
 install: $(STAMP)
 
@@ -69,6 +69,12 @@ test: install system-deps phoenix
 	$(PY) -m pytest -q -rs examples/airline/tests $(PYTEST_ARGS)
 	$(PY) scripts/tau2_replay.py --domain airline
 	$(PY) -m tests.mutation.run --profile slice --check
+
+# Fast feedback: the unit tests that carry behaviour, in parallel, without coverage or the
+# files marked slow (tests/unit/conftest.py SLOW_FILES). `make unit` / `make test` run everything.
+CHECK_WORKERS ?= auto
+check: install
+	$(PY) -m pytest -q -p no:cacheprovider -n $(CHECK_WORKERS) -m "not slow" tests/unit $(PYTEST_ARGS)
 
 unit: install system-deps
 	$(PY) -m pytest -q -rs tests/unit $(PYTEST_ARGS)

@@ -430,6 +430,18 @@ def report(s: dict[str, Any]) -> None:
 # --- main -------------------------------------------------------------------------------------
 
 
+def pipeline_for_kind(pipeline: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``pipeline`` for an app of ``kind``: the settings that kind's model declares (others refused at load)."""
+    from typing import get_args
+
+    from pipelines import registry
+
+    for model in get_args(get_args(registry.PipelineSettings)[0]):
+        if kind in get_args(model.model_fields["kind"].annotation):
+            return {k: v for k, v in pipeline.items() if k in model.model_fields} | {"kind": kind}
+    raise ValueError(f"unknown pipeline kind {kind!r}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(REPO / "configs" / "embedded.yaml"))
@@ -466,8 +478,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-first-token-"))
     raw = yaml.safe_load(Path(ns.config).read_text())
     entry = raw["applications"][0]
+    # settings are per kind: the app kind gets the config's settings its own model declares
+    entry["args"]["pipeline"] = pipeline_for_kind(entry["args"].get("pipeline", {}), ns.app_kind)
     entry["args"] = deep_merge(entry["args"], {
-        "pipeline": {"kind": ns.app_kind},
         "store": {"kind": "sqlite", "path": str(tmp / "sessions.db")},
         "telemetry": {"jsonl_dir": str(tmp / "telemetry")},
         "domain": {"world_path": str(tmp / "world.db")},

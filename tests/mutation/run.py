@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tests.mutation.table import MODULE as TABLE_MODULE
 from tests.mutation.table import run_table_mutants
-from tests.mutation.targets import PROFILES, THRESHOLD, Profile
+from tests.mutation.targets import LEAN_PYTEST_ARGS, PROFILES, THRESHOLD, Profile
 
 __all__ = ["ModuleScore", "main", "equivalents", "tally", "write_pyproject"]
 
@@ -109,7 +109,7 @@ def write_pyproject(src: Path, dst: Path, profile: Profile) -> None:
         f"only_mutate = {json.dumps(list(profile.modules))}",
         f"also_copy = {json.dumps([p for p in COPIED if p not in ('pipelines', 'tests')])}",
         f"pytest_add_cli_args_test_selection = {json.dumps(_existing(profile.tests))}",
-        'pytest_add_cli_args = ["-p", "no:cacheprovider"]',
+        f"pytest_add_cli_args = {json.dumps(list(LEAN_PYTEST_ARGS))}",
         "use_git_change_detection = false",
         "use_setproctitle = false",
         "timeout_multiplier = 10.0",

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tests.mutation.targets import LEAN_PYTEST_ARGS
+
 __all__ = ["TableMutant", "table_mutants", "run_table_mutants", "MODULE"]
 
 MODULE = "pipelines/errors.py [table]"
@@ -93,7 +95,7 @@ def _run_forked(tests: list[str], mutant: TableMutant | None) -> int:
             with _quiet():
                 if mutant is not None:
                     mutant.apply()
-                code = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", *tests]))
+                code = int(pytest.main(["-q", "-x", *LEAN_PYTEST_ARGS, *tests]))
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Profile", "PROFILES", "THRESHOLD"]
+__all__ = ["LEAN_PYTEST_ARGS", "Profile", "PROFILES", "THRESHOLD"]
+
+# Every mutant is one pytest start-up: the plugins the mutated tests never use stay off (the
+# API fuzzer, property tests, coverage, async and timeout plugins, xdist; mutmut times out itself).
+LEAN_PYTEST_ARGS = (
+    "-p", "no:cacheprovider", "-p", "no:schemathesis", "-p", "no:hypothesispytest", "-p", "no:pytest_cov",
+    "-p", "no:anyio", "-p", "no:timeout", "-p", "no:platformdirs", "-p", "no:xdist",
+)
 
 # Minimum share of non-equivalent mutants killed, per module.
 THRESHOLD = 0.85

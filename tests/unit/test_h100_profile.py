@@ -199,16 +199,33 @@ def test_draft_must_be_a_local_folder(profile: ServeFile) -> None:
         validate_engine_args(m, _fixture_dir(m.source))
 
 
-def test_ray_serve_llm_accepts_the_models(profile: ServeFile) -> None:
+class _FakeRuntimeContext:
+    """What ``LLMServer.get_deployment_options`` reads of ``ray.get_runtime_context()``.
+
+    The real call starts a local Ray cluster when none is up; the driver's runtime env of a
+    plain ``ray.init()`` is empty, so the fake hands out a fresh empty one."""
+
+    @property
+    def runtime_env(self) -> dict:
+        return {}
+
+
+def test_ray_serve_llm_accepts_the_models(profile: ServeFile, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray's own LLMConfig checks (engine arg names, accelerator type) and the placement it derives."""
+    from ray.llm._internal.serve.core.server import llm_server
     from ray.llm._internal.serve.core.server.llm_server import LLMServer
 
     from models.llm import llm_config
 
+    monkeypatch.setattr(llm_server.ray, "get_runtime_context", _FakeRuntimeContext)
+
     for name, m in profile.applications[0].args.models.items():
         conf = llm_config(m, model_source=str(_fixture_dir(m.source)))
         engine = conf.get_engine_config()
-        bundles = LLMServer.get_deployment_options(conf)["placement_group_bundles"]
+        options = LLMServer.get_deployment_options(conf)
+        bundles = options["placement_group_bundles"]
+        # the model's own runtime env reaches the replica on top of the driver's (empty) one
+        assert options["ray_actor_options"]["runtime_env"].items() >= (conf.runtime_env or {}).items(), name
         if m.accelerator == "gpu":
             assert engine.get_initialization_kwargs()["distributed_executor_backend"] == "ray"
             assert len(bundles) == m.engine_kwargs["tensor_parallel_size"], name
