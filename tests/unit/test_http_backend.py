@@ -357,3 +357,20 @@ def test_a_refused_connection_is_unreachable_after_the_read_retries() -> None:
         with pytest.raises(ToolError):
             svc.write("/x")
     assert info.value.details == {"reason": "backend_unreachable"} and waits == [0.05, 0.1]
+
+
+def test_a_remote_world_keeps_nothing_locally() -> None:
+    world = RemoteWorld(HttpBackend("http://svc.test", transport=httpx.MockTransport(Calls(ok({})))))
+    scope = world.write_scope("archive", {"item_id": "I1"}, "u1")
+    assert world.entities() == [] and not scope.existing and not scope.creates
+    assert world.fork(scope) is world and not world.has("item", "I1")
+    assert world.adopt(world, {}) is None
+    with pytest.raises(KeyError):
+        world.entity_json("item", "I1")
+
+
+def test_a_retry_after_date_is_no_hint_the_backoff_stands() -> None:
+    calls = Calls(httpx.Response(503, headers={"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}), ok({}))
+    waits: list[float] = []
+    assert backend(calls, waits, read_retries=1, backoff_s=0.3).read("/x") == {}
+    assert waits == [0.3]
