@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pipelines.core.contract import EligibleAction, ForwardContract, ObservationRecord, PendingCard
 from pipelines.core.domain import CardSpec, Domain, DomainTexts, TurnFacts
+from pipelines.core.http_backend import HttpBackend, RemoteWorld, reason_of
 from pipelines.core.packbase import PackBase, read_tables
 from pipelines.core.ports import LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
 from pipelines.core.runner import (
@@ -52,4 +53,7 @@ __all__ = [
     "WriteLedger",
     "MemoryLedger",
     "CandidateSet",
+    "HttpBackend",
+    "RemoteWorld",
+    "reason_of",
 ]

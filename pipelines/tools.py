@@ -40,6 +40,8 @@ class ToolContext(BaseModel):
     confirmed: bool = Field(False, description="The user explicitly confirmed the pending write.")
     observed_ids: set[str] = Field(default_factory=set, description="Entity ids seen in observations this session.")
     locale: str = "en"
+    idempotency_key: str | None = Field(
+        None, description="A confirmed write's key (the core's write key): a backend service may dedupe on it.")
 
 
 @dataclass(frozen=True)

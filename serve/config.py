@@ -8,6 +8,7 @@ application entry and its args) and reports a bad key with its path.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ from pipelines.protocols import ROLES
 from pipelines.registry import PipelineSettings, TandemSettings, kind_record
 
 __all__ = [
+    "add_pack_paths",
+    "app_runtime_env",
     "AutoscalingConfig",
     "DeploymentOptions",
     "ModelDeploymentConfig",
@@ -140,11 +143,37 @@ class TelemetryConfig(Strict):
     sampling_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
+def add_pack_paths(paths: list[str]) -> None:
+    """Put pack folders (``domain.paths``) at the front of ``sys.path`` in this process, once each."""
+    import sys
+
+    for path in reversed(paths):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+
+def app_runtime_env(runtime_env: dict[str, Any], pack_paths: list[str]) -> dict[str, Any]:
+    """The app's ``runtime_env`` with ``pack_paths`` in front of the workers' ``PYTHONPATH``.
+
+    Ray expands ``${PYTHONPATH}`` in a worker to the value the cluster gave it, so what was importable
+    there stays importable; a ``PYTHONPATH`` the config sets itself is kept after the pack folders.
+    """
+    out = dict(runtime_env)
+    if not pack_paths:
+        return out
+    env_vars = dict(out.get("env_vars") or {})
+    rest = env_vars.get("PYTHONPATH", "${PYTHONPATH}")
+    env_vars["PYTHONPATH"] = os.pathsep.join([*pack_paths, rest])
+    out["env_vars"] = env_vars
+    return out
+
+
 class DomainConfig(Strict):
     """The domain pack and its world (the store the tools read and write)."""
 
     @model_validator(mode="after")
     def _known(self) -> DomainConfig:
+        add_pack_paths(self.paths)
         try:
             pack_factory(self.name)
         except UnknownDomain as exc:
@@ -152,6 +181,11 @@ class DomainConfig(Strict):
         return self
 
     name: str = Field(description="An installed domain pack (entry point group `tandem.domains`).")
+    paths: list[str] = Field(
+        default_factory=list,
+        description="Folders that hold packs installed outside the environment (`pip install --target DIR`): "
+        "put on `sys.path` where the config is read and on `PYTHONPATH` of every process of the app (its "
+        "`runtime_env`), so the pack's entry point resolves in the Ray workers too.")
     seed: int = Field(7, description="Seed of the synthetic world written on first start.")
     world_path: str | None = Field(None, description="SQLite world file; default <cache>/world-<name>-<seed>.db")
     dataset: str | None = Field(

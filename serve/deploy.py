@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from serve.config import ServeFile
+from serve.config import ServeFile, app_runtime_env
 
 __all__ = ["deploy_schema", "deploy_serve_file", "wait_app_running"]
 
@@ -30,7 +30,7 @@ def deploy_schema(sf: ServeFile, *, http_host: str, http_port: int, grpc_port: i
                 "name": app.name,
                 "route_prefix": app.route_prefix,
                 "import_path": app.import_path,
-                "runtime_env": dict(app.runtime_env),
+                "runtime_env": app_runtime_env(app.runtime_env, app.args.domain.paths),
                 "args": app.args.model_dump(mode="json", exclude_none=True),
                 "deployments": [d.model_dump(mode="json") for d in app.deployments],
             }

@@ -64,6 +64,7 @@ class ToolSession(BaseModel):
             confirmed=self.confirmed,
             observed_ids=set(self.observed_ids),
             locale=self.locale,
+            idempotency_key=self.idempotency_key,
         )
 
 

@@ -1,0 +1,1 @@
+"""The http_pack domain pack (see ``pack.py``)."""
