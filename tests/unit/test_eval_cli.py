@@ -35,7 +35,7 @@ SCRIPT: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, An
           "ok": True, "confirmed": False, "result": {"user_id": ALEX}}],
         {"path": "answer", "card_id": None, "executed": None, "state": {"authenticated_user_id": ALEX},
          "c1": {"intent": "greeting", "sub_intent": "hello"}}),
-    "Please cancel order #W1000001.": (
+    "Please cancel order #W1000001, I no longer need it.": (
         [{"type": "narration.delta", "text": "Let me check."},
          {"type": "action_card", "card_id": "card.cancel_order", "title": "Cancel order",
           "params": {"order_id": "#W1000001", "reason": "no longer needed"}},
