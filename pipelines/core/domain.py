@@ -146,8 +146,15 @@ class Domain(Protocol):
         """The write cards this perceived intent may offer now (empty when it asks for no change)."""
         ...
 
+    def change_intents(self) -> set[str]:
+        """The intents that may offer a write card at all, whoever the user is (a change request: a
+        clarify of one carries the request into the next turn)."""
+        ...
+
     def intent_prior(self, text: str) -> list[str] | None:
-        """The intents the text's explicit cues allow (``None``: any)."""
+        """The intents the text's explicit cues allow (``None``: any). A pack whose cues read change
+        requests says so with a true ``change_cues`` attribute: a card is then offered only once a
+        user text of the session cues an intent that offers one."""
         ...
 
     def sub_intent_prior(self, text: str, intent: str) -> list[str] | None:

@@ -64,6 +64,8 @@ class PackBase:
     tables_dir: Path
     arg_kind_table: Mapping[str, Mapping[str, str]] = {}
     card_intents: Mapping[str, Sequence[str]] = {}  # card id → the intents that may offer it
+    # true when intent_prior reads change requests: a card is then offered only once a user text asks for one
+    change_cues: bool = False
     _registry: ToolRegistry[Any]
 
     @property
@@ -88,6 +90,9 @@ class PackBase:
 
     def cards_for(self, intent: str, sub_intent: str, facts: TurnFacts) -> list[CardSpec]:
         return [c for c in self.cards if c.kind == "write" and intent in self.card_intents.get(c.id, ())]
+
+    def change_intents(self) -> set[str]:
+        return {i for c in self.cards if c.kind == "write" for i in self.card_intents.get(c.id, ())}
 
     # -- perception and grounding ------------------------------------------------------------
     def intent_prior(self, text: str) -> list[str] | None:

@@ -75,8 +75,7 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
         return None
     c1 = m.get("c1") or {}
     intent, sub = c1.get("intent"), c1.get("sub_intent")
-    changes = {c.intent for c in domain.cards if getattr(c, "kind", "write") == "write"}
-    if intent not in changes or intent not in domain.labels:
+    if intent not in domain.change_intents() or intent not in domain.labels:
         return None
     return str(intent), str(sub) if sub in domain.labels[intent] else str(domain.labels[intent][0])
 

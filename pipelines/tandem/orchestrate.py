@@ -56,9 +56,13 @@ def change_asked(domain: Any, texts: Sequence[str]) -> bool:
     """Whether a user text of the session asks for a change in words: a cue of an intent that offers a write card.
 
     A card is offered only then; a perceived change intent with no such cue (an email, a greeting, a
-    status question read as a change) asks what the user needs instead.
+    status question read as a change) asks what the user needs instead. A pack whose cue tables do not
+    read change requests (``change_cues`` false or absent) leaves it to the perceived intent and its
+    ``cards_for``.
     """
-    changes = {c.intent for c in domain.cards if getattr(c, "kind", "write") == "write"}
+    if not getattr(domain, "change_cues", False):
+        return True
+    changes = domain.change_intents()
     return any(changes & set(domain.intent_prior(t) or ()) for t in texts)
 
 

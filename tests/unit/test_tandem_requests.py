@@ -92,3 +92,14 @@ def test_stated_fixed_keeps_only_values_said_as_whole_words() -> None:
     fixed = {"cancel_reason": ["no longer needed", "ordered by mistake"]}
     assert stated_fixed(fixed, ["It is no longer needed."]) == {"cancel_reason": ["no longer needed"]}
     assert stated_fixed(fixed, ["cancel it"]) == {}
+
+
+def test_change_asked_reads_the_packs_change_intents_and_trusts_a_pack_without_change_cues() -> None:
+    d = load_domain("support")
+    assert d.change_intents() == {"cancel", "modify", "return", "exchange", "account"}  # the write cards' intents
+    assert change_asked(d, ["Please return order #W1"]) is True
+    assert change_asked(d, ["What is your return policy?", "hello"]) is change_asked(d, ["hello"]) is False
+
+    class NoCues:  # a pack whose intent prior reads no change requests
+        change_cues = False
+    assert change_asked(NoCues(), ["my email is [EMAIL_1]"]) is True

@@ -104,6 +104,7 @@ class DomainPack:
     def rule_tables(self): return TABLES
     def read_tools(self, facts): return ["get_forecast"]
     def cards_for(self, intent, sub_intent, facts): return list(self.cards) if intent == "alert" else []
+    def change_intents(self): return {"alert"}
     def intent_prior(self, text): return None
     def sub_intent_prior(self, text, intent): return None
     def extract_candidates(self, text):

@@ -173,6 +173,7 @@ class AirlinePack(PackBase):
     """The airline domain (see module docstring)."""
 
     name = "airline"
+    change_cues = True  # the cue tables read change requests: a card only once one is asked in words
     labels = lab.W1_LABELS
     cards = CARDS
     texts = AIRLINE_TEXTS
@@ -209,6 +210,9 @@ class AirlinePack(PackBase):
             return []
         wanted = set(lab.cards_for(intent, sub_intent))
         return [c for c in self.cards if c.id in wanted]
+
+    def change_intents(self) -> set[str]:
+        return {key.split("/", 1)[0] for key, cards in lab.CARD_INTENTS.items() if cards}
 
     # -- perception and grounding -----------------------------------------------------------------
     def intent_prior(self, text: str) -> list[str] | None:

@@ -140,6 +140,9 @@ class DomainPack:
     def cards_for(self, intent: str, sub_intent: str, facts: TurnFacts) -> list[CardSpec]:
         return []
 
+    def change_intents(self) -> set[str]:
+        return set()
+
     def intent_prior(self, text: str) -> list[str] | None:
         """The intents the text's cues allow (:data:`.labels.INTENT_CUES`), in label order; ``None``: any.
 

@@ -101,6 +101,7 @@ class SupportPack:
     """The retail support domain (tau2-retail shaped)."""
 
     name = "support"
+    change_cues = True  # the cue tables read change requests: a card only once one is asked in words
     labels: Mapping[str, Sequence[str]] = W1_LABELS
     cards: Sequence[CardSpec] = ACTION_CARDS
     texts: DomainTexts = SUPPORT_TEXTS
@@ -215,6 +216,9 @@ class SupportPack:
     def reads(self, *, verified: bool) -> list[str]:
         """Open reads, then private reads once the user is verified (the lookups before)."""
         return list(OPEN_READS) + (list(PRIVATE_READS) if verified else sorted(LOOKUP_TOOLS))
+
+    def change_intents(self) -> set[str]:
+        return {c.intent for c in self.cards if c.kind == "write"}
 
     def cards_for(self, intent: str, sub_intent: str, facts: TurnFacts) -> list[CardSpec]:
         if self.state_of(facts).authenticated_user_id is None:
