@@ -332,7 +332,8 @@ def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[
     if name == "tools_kill":
         return _kill_replica("ToolsServer", load)
     if name == "node_loss":
-        victim = _node_of_tools(cluster) if ns.node_with_tools else "cpu-2"
+        victim = _node_of_tools(cluster) if ns.lose == "tools" else ("cpu-1" if _node_of_tools(cluster) == "cpu-2"
+                                                                    else "cpu-2")
         deadline = time.monotonic() + 60
         while not load.in_flight() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -489,7 +490,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disconnects", type=int, default=2)
     p.add_argument("--gcs-ft", action="store_true", help="GCS fault tolerance on the cluster's Redis")
     p.add_argument("--gcs-down-s", type=float, default=10.0)
-    p.add_argument("--node-with-tools", action="store_true", help="node_loss removes the node hosting the tools")
+    p.add_argument("--lose", choices=("tools", "other"), default="tools",
+                   help="node_loss removes the CPU node hosting the tools replica (default) or the other one")
+    p.add_argument("--world-path", default=None,
+                   help="domain.world_path (default: the tools node's own disk, as in the profiles)")
     p.add_argument("--ready-timeout-s", type=float, default=1200.0)
     p.add_argument("--out", default="results")
     p.add_argument("--seed", type=int, default=7, help="the support world's seed (the app's domain.seed)")
@@ -518,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     orders_before = {oid: world0.orders[oid].status for _, oid in candidates}
     t_start = time.monotonic()
     cluster = LocalCluster(ns.config, cpu_nodes=ns.cpu_nodes, gcs_ft=ns.gcs_ft, workdir=work,
-                           overrides={"domain": {"seed": ns.seed, "world_path": str(work / "world.db")},
+                           overrides={"domain": {"seed": ns.seed, **({"world_path": ns.world_path} if ns.world_path
+                                                                            else {})},
                                       "telemetry": {"jsonl_dir": str(work / "telemetry")}})
     report: dict[str, Any] = {"config": ns.config, "faults": {}, "not_run": [f for f in FAULTS if f not in faults]}
     try:

@@ -7,7 +7,9 @@ file's deployments ask for and lays out the nodes that advertise them; :class:`L
 nodes as separate raylets (``ray.cluster_utils.Cluster``), a ``redis-server`` (AOF on, as the manifests
 set it) for the session store, the rate limits and, with ``gcs_ft``, the GCS's fault-tolerance storage,
 deploys the file and tears down only what it started. A node can be removed and added back
-(``scripts/chaos.py``).
+(``scripts/chaos.py``). Each CPU node has its own disk (``TANDEM_CACHE`` under the cluster's work folder,
+wiped when the node is removed), so state a replica keeps on its node's disk moves — or is lost — the way
+it would on a pod's ephemeral volume.
 
 On one machine every node's proxy would bind the same port: each worker node's proxy gets its own
 (Ray's ``RAY_SERVE_WORKER_PROXY_HTTP_PORT`` / ``..._GRPC_PORT``, read by the proxy from its raylet's
@@ -188,7 +190,7 @@ class LocalCluster:
 
     def __init__(self, config_path: str | Path, *, cpu_nodes: int = 2, gcs_ft: bool = False,
                  workdir: str | Path | None = None, api_key: str | None = None,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None, node_disks: bool = True) -> None:
         from serve.config import load_serve_file
 
         self._own_tmp = workdir is None
@@ -209,6 +211,7 @@ class LocalCluster:
         self.nodes = plan_nodes(self.sf, cpu_nodes)
         self.placement = check_placement(self.sf, self.nodes)
         self.gcs_ft = gcs_ft
+        self.node_disks = node_disks
         self.redis = RedisServer(self.workdir / "redis")
         self.api_key = api_key or "tandem-cluster-" + os.urandom(8).hex()
         self.cluster: Any = None
@@ -283,9 +286,16 @@ class LocalCluster:
         spec = next(n for n in self.nodes if n.name == name)
         http_port, grpc_port = self._ports.get(name) or (_free_port(), _free_port())
         self._ports[name] = (http_port, grpc_port)
-        saved = {k: os.environ.get(k) for k in ("RAY_SERVE_WORKER_PROXY_HTTP_PORT", "RAY_SERVE_WORKER_PROXY_GRPC_PORT")}
-        os.environ["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] = str(http_port)
-        os.environ["RAY_SERVE_WORKER_PROXY_GRPC_PORT"] = str(grpc_port)
+        node_env = {"RAY_SERVE_WORKER_PROXY_HTTP_PORT": str(http_port),
+                    "RAY_SERVE_WORKER_PROXY_GRPC_PORT": str(grpc_port)}
+        if self.node_disks and spec.role == "cpu":
+            # The node's own disk: what a replica keeps under the cache (a world file, a key file) stays
+            # on this node, as on a pod's ephemeral volume. Removing the node wipes it.
+            disk = self.workdir / "disks" / name
+            disk.mkdir(parents=True, exist_ok=True)
+            node_env["TANDEM_CACHE"] = str(disk)
+        saved = {k: os.environ.get(k) for k in node_env}
+        os.environ.update(node_env)
         try:
             node = self.cluster.add_node(wait=wait, num_cpus=spec.num_cpus, resources=dict(spec.resources),
                                          object_store_memory=100 * 2**20)
@@ -304,6 +314,8 @@ class LocalCluster:
         node = self.node_handles.pop(name)
         self.cluster.remove_node(node, allow_graceful=False)
         self.endpoints.pop(name, None)
+        if self.node_disks:  # a lost machine's local disk goes with it (a new pod starts empty)
+            shutil.rmtree(self.workdir / "disks" / name, ignore_errors=True)
 
     def node_id(self, name: str) -> str:
         return str(self.node_handles[name].node_id)
