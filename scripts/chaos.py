@@ -264,11 +264,22 @@ class Load:
 
 # -- faults ----------------------------------------------------------------------------------------------
 
-def _replicas(deployment: str) -> list[Any]:
-    from ray.util.state import list_actors
+@dataclass
+class Replica:
+    name: str
+    node_id: str
 
-    return [a for a in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
-            if (a.class_name or "").endswith(f":{deployment}") and (a.name or "").startswith("SERVE_REPLICA")]
+
+def _replicas(deployment: str) -> list[Replica]:
+    """The live replica actors of ``deployment``, from the GCS (no dashboard needed)."""
+    from ray._private.state import actors
+
+    out = []
+    for a in actors().values():
+        name = a.get("Name") or ""
+        if a.get("State") == "ALIVE" and name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in name:
+            out.append(Replica(name, str((a.get("Address") or {}).get("NodeID") or "")))
+    return sorted(out, key=lambda r: r.name)
 
 
 def _kill_replica(deployment: str, load: Load, prefer_busy: bool = True) -> dict[str, Any]:
