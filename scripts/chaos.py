@@ -423,6 +423,23 @@ async def _get_session(cluster: Any, sid: str) -> dict[str, Any] | None:
     return None
 
 
+def write_verdict(stored_executed: int, ledger: int, entity_changed: bool) -> str:
+    """One write session's verdict from its three records.
+
+    ``doubled``: more than one executed turn or ledger entry; ``lost``: the store says executed (the user was
+    told) but the ledger has nothing; ``half_written``: the ledger and the entity disagree, or the ledger has
+    it and the session does not; ``ok``: all three agree on one write; ``none``: no write (the session never
+    confirmed, e.g. the model asked for something else).
+    """
+    if stored_executed > 1 or ledger > 1:
+        return "doubled"
+    if stored_executed and not ledger:
+        return "lost"
+    if bool(ledger) != entity_changed or (ledger and not stored_executed):
+        return "half_written"
+    return "ok" if ledger else "none"
+
+
 def audit_writes(cluster: Any, load: Load, orders_before: dict[str, str]) -> dict[str, Any]:
     """Writes from the store's sessions, the ledger and the world: lost, doubled, half-written."""
     from ray import serve
@@ -444,18 +461,11 @@ def audit_writes(cluster: Any, load: Load, orders_before: dict[str, str]) -> dic
         ent = tools.entity.remote("order", oid).result(timeout_s=60) or {}
         changed = ent.get("status") != orders_before.get(oid)
         row = {"session": sid, "order": oid, "stored_executed": len(executed), "ledger": len(led),
-               "status": ent.get("status"), "was": orders_before.get(oid)}
-        if len(executed) > 1 or len(led) > 1:
-            doubled += 1
-            row["verdict"] = "doubled"
-        elif executed and not led:
-            lost += 1
-            row["verdict"] = "lost"
-        elif bool(led) != changed or (led and not executed):
-            half += 1
-            row["verdict"] = "half_written"
-        else:
-            row["verdict"] = "ok" if led else "none"
+               "status": ent.get("status"), "was": orders_before.get(oid),
+               "verdict": write_verdict(len(executed), len(led), changed)}
+        lost += row["verdict"] == "lost"
+        doubled += row["verdict"] == "doubled"
+        half += row["verdict"] == "half_written"
         rows.append(row)
     return {"lost": lost, "doubled": doubled, "half_written": half,
             "confirmed": sum(1 for r in rows if r["verdict"] == "ok"), "sessions": rows,
