@@ -12,7 +12,7 @@ time, each followed by a recovery window:
     disconnect       clients that go away mid-stream (SSE and gRPC); the session must take its next turn
     gcs_restart      (--gcs-ft) the head's GCS killed and restarted on the same Redis
 
-A failed turn is retried (at most twice, same ``Idempotency-Key``) as a client would. For each fault:
+A failed turn is retried (at most three times, same ``Idempotency-Key``) as a client would. For each fault:
 ``in_flight`` (turns running when it hit), ``failed`` (by error code: the error table's rows, or
 ``untyped`` / ``stream_cut`` / ``connect_error`` for what reached the client without our typed error),
 ``untyped``, ``hangs`` (client deadline passed), ``recovery_s`` (fault → end of the first good turn that
@@ -108,7 +108,8 @@ class Load:
 
     # endpoints: the live CPU nodes' proxies (a client behind a load balancer sees only live ones)
     def _endpoint(self) -> tuple[str, Any]:
-        live = [(k, v) for k, v in sorted(self.cluster.endpoints.items()) if k.startswith("cpu")]
+        live = [(k, v) for k, v in sorted(self.cluster.endpoints.items())
+                if k.startswith("cpu") and k in self.cluster.ready]
         return live[self.rng.randrange(len(live))] if live else ("head", self.cluster.endpoints["head"])
 
     def in_flight(self) -> list[Attempt]:
@@ -151,11 +152,11 @@ class Load:
                 if self.stop.is_set() and step == 0:
                     break
                 idem = uuid.uuid4().hex
-                for retry in range(3):
+                for retry in range(4):
                     a = await self._turn(sid, kind, step, text, idem, protocol, retry)
                     if a.outcome == "ok":
                         break
-                    await asyncio.sleep(2.0 + retry * 3.0)
+                    await asyncio.sleep(2.0 + retry * 4.0)
                 else:
                     break  # the session gives up (counted in its attempts)
             else:
@@ -208,8 +209,7 @@ class Load:
                     if done is None:
                         a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
                     elif a.outcome == "running":
-                        a.outcome = "ok" if done.get("status") in ("ok", "escalated", "clarify") else \
-                            f"status_{done.get('status')}"
+                        a.outcome = "ok" if done.get("status") in ("ok", "fallback") else f"status_{done.get('status')}"
         except httpx.ConnectError:
             a.outcome = "connect_error"
         except httpx.HTTPError:
@@ -254,8 +254,7 @@ class Load:
             if done is None:
                 a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
             elif a.outcome == "running":
-                a.outcome = "ok" if done.get("status") in ("ok", "escalated", "clarify") else \
-                    f"status_{done.get('status')}"
+                a.outcome = "ok" if done.get("status") in ("ok", "fallback") else f"status_{done.get('status')}"
 
     def run_coro(self, coro: Any, timeout: float) -> Any:
         assert self.loop is not None

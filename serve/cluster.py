@@ -217,6 +217,7 @@ class LocalCluster:
         self.cluster: Any = None
         self.node_handles: dict[str, Any] = {}
         self.endpoints: dict[str, Endpoint] = {}
+        self.ready: set[str] = set()  # nodes whose proxy answered /readyz since they (re)started
         self._ports: dict[str, tuple[int, int]] = {}
         self._env_before: dict[str, str | None] = {}
         self._shm_before: set[str] = set()
@@ -314,6 +315,7 @@ class LocalCluster:
         node = self.node_handles.pop(name)
         self.cluster.remove_node(node, allow_graceful=False)
         self.endpoints.pop(name, None)
+        self.ready.discard(name)
         if self.node_disks:  # a lost machine's local disk goes with it (a new pod starts empty)
             shutil.rmtree(self.workdir / "disks" / name, ignore_errors=True)
 
@@ -346,6 +348,7 @@ class LocalCluster:
         wait_app_running(self.sf.applications[0].name, timeout_s=timeout_s)
         for name in nodes or [n.name for n in self.nodes if n.role == "cpu" and n.name in self.endpoints]:
             wait_ready(self.endpoints[name].http, timeout_s=max(30.0, timeout_s - (time.monotonic() - t0)))
+            self.ready.add(name)
         return time.monotonic() - t0
 
     def kill_gcs(self) -> None:
