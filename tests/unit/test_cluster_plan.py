@@ -64,3 +64,11 @@ def test_a_file_that_pins_nothing_is_refused():
 def test_no_cpu_node_is_refused():
     with pytest.raises(ConfigError, match="at least one CPU node"):
         plan_nodes(load_serve_file(CLUSTER_DEV), 0)
+
+
+def test_tandem_run_takes_a_cluster_size():
+    from serve.cli import build_parser
+
+    ns = build_parser().parse_args(["run", "configs/cluster-dev.yaml", "--cluster", "2", "--gcs-ft"])
+    assert (ns.cluster, ns.gcs_ft, ns.config) == (2, True, "configs/cluster-dev.yaml")
+    assert build_parser().parse_args(["run"]).cluster == 0  # one node, as before
