@@ -81,6 +81,7 @@ class Lease:
         self.holder = holder
         self.lock = lock
         self.released = False
+        self.renewer: asyncio.Task[None] | None = None
 
 
 class SessionLocks:
@@ -89,6 +90,12 @@ class SessionLocks:
     ``acquire`` waits at most ``wait_s`` seconds in all, then raises
     :class:`SessionBusy` (409 / ABORTED). The lease lives ``lease_ttl_s``
     seconds, so a crashed holder blocks the session for that long at most.
+
+    With ``renew_ttl_s`` (shorter than ``lease_ttl_s``) the lease is taken for
+    ``renew_ttl_s`` and renewed every sixth of it while the turn holds it (at most
+    ``lease_ttl_s`` in all): a holder that dies with its replica or node stops
+    renewing, and the session is free again after ``renew_ttl_s`` instead of a
+    whole turn deadline.
     """
 
     def __init__(
@@ -98,9 +105,11 @@ class SessionLocks:
         lease_ttl_s: float,
         poll_s: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
+        renew_ttl_s: float | None = None,
     ) -> None:
         self.store = store
         self.lease_ttl_s = lease_ttl_s
+        self.renew_ttl_s = renew_ttl_s if renew_ttl_s is not None and 0 < renew_ttl_s < lease_ttl_s else None
         self.poll_s = poll_s
         self.clock = clock
         self._locks: dict[str, asyncio.Lock] = {}
@@ -143,8 +152,9 @@ class SessionLocks:
             self._unuse(session_id)
             raise
         lease = Lease(session_id, holder, lock)
+        ttl = self.renew_ttl_s or self.lease_ttl_s
         try:
-            while not await self.store.acquire_lease(session_id, holder, self.lease_ttl_s):
+            while not await self.store.acquire_lease(session_id, holder, ttl):
                 if self.clock() - start >= wait_s:
                     raise busy
                 await asyncio.sleep(self.poll_s)
@@ -153,13 +163,28 @@ class SessionLocks:
             lock.release()
             self._unuse(session_id)
             raise
+        if self.renew_ttl_s is not None:
+            lease.renewer = asyncio.create_task(self._renew(lease, self.renew_ttl_s))
         return lease
+
+    async def _renew(self, lease: Lease, ttl: float) -> None:
+        """Keep ``lease`` alive while held, for ``lease_ttl_s`` in all (the bound without renewal)."""
+        until = self.clock() + self.lease_ttl_s - ttl
+        while not lease.released and self.clock() < until:
+            await asyncio.sleep(ttl / 6)
+            if lease.released:
+                return
+            with contextlib.suppress(Exception):  # a store blip: the next renewal tries again
+                if not await self.store.acquire_lease(lease.session_id, lease.holder, ttl):
+                    return  # another holder has it (ours expired): nothing to renew
 
     async def release(self, lease: Lease) -> None:
         """Give the store lease and the in-process lock back (idempotent; never raises)."""
         if lease.released:
             return
         lease.released = True
+        if lease.renewer is not None:
+            lease.renewer.cancel()
         try:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.store.release_lease(lease.session_id, lease.holder))

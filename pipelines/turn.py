@@ -119,6 +119,10 @@ class TurnContext:
         return await self._checkpoint()
 
 
+# Seconds a session's lease lives between renewals (SessionLocks.renew_ttl_s).
+LEASE_RENEW_TTL_S = 30.0
+
+
 class Pipeline(Protocol):
     name: str
 
@@ -193,7 +197,10 @@ class TurnRunner:
         self.side_effect_notice = side_effect_notice
         self.clock = clock
         self.wall_clock = wall_clock
-        self.locks = SessionLocks(self.store, lease_ttl_s=deadline_s + save_grace_s + 5.0)
+        # A lease renewed while the turn runs: a holder lost with its replica or node frees the session
+        # after LEASE_RENEW_TTL_S, not after a whole turn deadline (scripts/chaos.py, node_loss).
+        self.locks = SessionLocks(self.store, lease_ttl_s=deadline_s + save_grace_s + 5.0,
+                                  renew_ttl_s=LEASE_RENEW_TTL_S)
 
     # -- records ----------------------------------------------------------------------
 

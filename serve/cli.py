@@ -1,6 +1,7 @@
 """The ``tandem`` command.
 
     tandem run [CONFIG]            prepare the model, start Ray and the app, serve until Ctrl-C
+                                   (--cluster N: a head, a model node and N CPU nodes on this machine)
                                    (--observe: Arize Phoenix on loopback beside it, every trace exported)
     tandem prepare-model           convert the embedded model once (idempotent)
     tandem check-config CONFIG     validate a Serve config file strictly
@@ -33,10 +34,37 @@ from serve.launch import _print, example_turn, start_app, wait_ready  # noqa: E4
 DEFAULT_CONFIG = "configs/embedded.yaml"
 
 
+def cmd_run_cluster(ns: argparse.Namespace, stop: threading.Event) -> int:
+    """``tandem run --cluster N``: the profile on a head, a model node and N CPU nodes of this machine."""
+    from serve.cluster import LocalCluster
+
+    t0 = time.monotonic()
+    cluster = LocalCluster(ns.config, cpu_nodes=ns.cluster, gcs_ft=ns.gcs_ft)
+    _print(f"starting Tandem from {ns.config} on {len(cluster.nodes)} Ray nodes: "
+           + ", ".join(f"{n.name} ({n.num_cpus:g} CPU{', ' if n.resources else ''}"
+                       + ", ".join(f"{k} {v:g}" for k, v in n.resources.items()) + ")" for n in cluster.nodes))
+    try:
+        eps = cluster.start(ready_timeout_s=ns.ready_timeout)
+        _print(f"ready in {time.monotonic() - t0:.1f} s\n")
+        for name, ep in eps.items():
+            _print(f"{name:<8} HTTP {ep.http}   gRPC {ep.grpc}")
+        _print(f"redis    {cluster.redis.url}   (sessions, rate limits{', GCS' if ns.gcs_ft else ''})")
+        _print(f"api key  {cluster.api_key}   (Authorization: Bearer ...)")
+        _print("\nserving; press Ctrl-C to stop")
+        while not stop.wait(1.0):
+            pass
+    finally:
+        _print("shutting down ...")
+        cluster.shutdown()
+    return 0
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if ns.cluster:
+        return cmd_run_cluster(ns, stop)
     t0 = time.monotonic()
     _print(f"starting Tandem from {ns.config} ...")
     phoenix = _start_phoenix(ns) if ns.observe else None
@@ -131,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start Arize Phoenix on loopback beside the app and export every trace to it")
     r.add_argument("--phoenix-port", type=int, default=6006, help="Phoenix UI / HTTP port (with --observe)")
     r.add_argument("--phoenix-grpc-port", type=int, default=4317, help="Phoenix OTLP/gRPC port (with --observe)")
+    r.add_argument("--cluster", type=int, default=0, metavar="N",
+                   help="a multi-node Ray cluster on this machine: a head with no work, a model node and N CPU "
+                   "nodes (configs/cluster-dev.yaml; Redis from redis-server)")
+    r.add_argument("--gcs-ft", action="store_true", help="with --cluster: GCS fault tolerance on the cluster's Redis")
     r.set_defaults(func=cmd_run)
     sub.add_parser("load", help="bounded load test of the turn API over HTTP/SSE and gRPC (tandem load --help)")
     sub.add_parser("replay", help="re-run a session's logged decisions and check they are identical")

@@ -222,3 +222,52 @@ def test_a_turn_store_is_used_as_it_is():
         async def owner(self, s): ...
 
     assert as_turn_store(Partial()) is not None and not isinstance(as_turn_store(Partial()), Partial)
+
+
+class RenewedLeases(Leases):
+    """Counts renewals; sets ``renewed`` once ``n`` acquire calls have been made."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.renewed = asyncio.Event()
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        ok = await super().acquire_lease(session_id, holder, ttl_s)
+        if len(self.acquires) >= self.n:
+            self.renewed.set()
+        return ok
+
+
+def test_a_renewed_lease_is_taken_short_and_renewed_while_held_then_stops():
+    async def go() -> tuple[list, list, int]:
+        store = RenewedLeases(3)
+        locks = SessionLocks(store, lease_ttl_s=100.0, renew_ttl_s=0.06)
+        lease = await locks.acquire("s1", "turn-1", wait_s=1.0)
+        await asyncio.wait_for(store.renewed.wait(), timeout=30)  # two renewals after the first take
+        await locks.release(lease)
+        after_release = len(store.acquires)
+        await asyncio.sleep(0.05)
+        return store.acquires, store.releases, after_release
+
+    acquires, releases, after_release = run(go())
+    # every take and renewal is for the short TTL (a dead holder frees the session after it), same holder
+    assert all(a == ("s1", "turn-1", 0.06) for a in acquires) and len(acquires) >= 3
+    assert releases == [("s1", "turn-1")]
+    assert len(acquires) == after_release  # no renewal after the release
+
+
+def test_without_renewal_the_lease_is_taken_for_its_whole_ttl():
+    async def go() -> list:
+        store = Leases()
+        locks = SessionLocks(store, lease_ttl_s=100.0)
+        lease = await locks.acquire("s1", "turn-1", wait_s=1.0)
+        await locks.release(lease)
+        return store.acquires
+
+    assert run(go()) == [("s1", "turn-1", 100.0)]
+
+
+def test_a_renewal_ttl_not_shorter_than_the_lease_is_no_renewal():
+    assert SessionLocks(Leases(), lease_ttl_s=20.0, renew_ttl_s=30.0).renew_ttl_s is None
+    assert SessionLocks(Leases(), lease_ttl_s=100.0, renew_ttl_s=30.0).renew_ttl_s == 30.0

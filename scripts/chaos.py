@@ -1,0 +1,600 @@
+"""Chaos on the production topology in miniature: faults one at a time under steady load, nothing lost.
+
+Starts ``configs/cluster-dev.yaml`` on a multi-node Ray cluster on this machine (serve/cluster.py: a head
+with no work, a model node, CPU nodes with one ingress replica each, proxies on every node, Redis), runs a
+steady, bounded load of multi-turn sessions over HTTP/SSE and gRPC through the CPU nodes' proxies (some
+sessions end in a confirmed write: an order cancelled after an explicit yes), and injects one fault at a
+time, each followed by a recovery window:
+
+    ingress_kill     ray.kill on an ingress replica while turns are in flight on it
+    tools_kill       ray.kill on the tools replica (it owns the world and the write ledger)
+    node_loss        a CPU node's raylet and every worker on it killed; the node added back afterwards
+    disconnect       clients that go away mid-stream (SSE and gRPC); the session must take its next turn
+    gcs_restart      (--gcs-ft) the head's GCS killed and restarted on the same Redis
+
+A failed turn is retried (at most three times, same ``Idempotency-Key``) as a client would. For each fault:
+``in_flight`` (turns running when it hit), ``failed`` (by error code: the error table's rows, or
+``untyped`` / ``stream_cut`` / ``connect_error`` for what reached the client without our typed error),
+``untyped``, ``hangs`` (client deadline passed), ``recovery_s`` (fault → end of the first good turn that
+started after it), ``baseline_recovery_s`` (fault → the first 5 good turns' first-token p50 back within 1.2x
+of the baseline). After the run the writes are audited from three places — the sessions in the store,
+the tools' write ledger and the world's entities — as ``writes.{lost, doubled, half_written}``.
+
+    python scripts/chaos.py --quick            # one node loss + one ingress kill, the write audit
+    python scripts/chaos.py --faults ingress_kill,tools_kill,node_loss,disconnect --out results/
+
+Writes ``<out>/chaos.json`` and prints a table. Runs start Ray: keep them small on a shared box.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+FAULTS = ("ingress_kill", "tools_kill", "node_loss", "disconnect", "gcs_restart")
+QUICK = ("node_loss", "ingress_kill")
+# gRPC status codes our error table maps to (pipelines/errors.py): anything else reached the client untyped.
+TYPED_GRPC = {"INVALID_ARGUMENT", "UNAUTHENTICATED", "NOT_FOUND", "ABORTED", "PERMISSION_DENIED", "INTERNAL",
+              "DEADLINE_EXCEEDED", "FAILED_PRECONDITION", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}
+UNTYPED = {"untyped", "stream_cut", "connect_error"}
+
+
+@dataclass
+class Attempt:
+    session_id: str
+    kind: str  # chat | write
+    step: int
+    protocol: str
+    node: str
+    idem: str
+    start: float
+    end: float = 0.0
+    first_token: float | None = None
+    outcome: str = "running"  # ok | <error code> | untyped | stream_cut | connect_error | hang | disconnected
+    executed: bool = False
+    retry: int = 0
+
+
+@dataclass
+class Fault:
+    name: str
+    t: float
+    in_flight: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+# -- the client side -------------------------------------------------------------------------------------
+
+def _http_outcome(status: int, body: bytes) -> str:
+    try:
+        err = json.loads(body).get("error") or {}
+        code = err.get("code")
+        return str(code) if code else "untyped"
+    except (ValueError, AttributeError):
+        return "untyped"
+
+
+class Load:
+    """``workers`` sessions at a time, each a scripted multi-turn session through a live CPU node's proxy."""
+
+    def __init__(self, cluster: Any, *, workers: int, write_orders: list[tuple[str, str]], turn_timeout_s: float,
+                 seed: int = 0) -> None:
+        self.cluster = cluster
+        self.workers = workers
+        self.write_orders = list(write_orders)  # (email, order id), each used by one session at most
+        self.turn_timeout_s = turn_timeout_s
+        self.rng = random.Random(seed)
+        self.attempts: list[Attempt] = []
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self.n = 0
+
+    # endpoints: the live CPU nodes' proxies (a client behind a load balancer sees only live ones)
+    def _endpoint(self) -> tuple[str, Any]:
+        live = [(k, v) for k, v in sorted(self.cluster.endpoints.items())
+                if k.startswith("cpu") and k in self.cluster.ready]
+        return live[self.rng.randrange(len(live))] if live else ("head", self.cluster.endpoints["head"])
+
+    def in_flight(self) -> list[Attempt]:
+        with self.lock:
+            return [a for a in self.attempts if a.outcome == "running"]
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self._main())
+
+    async def _main(self) -> None:
+        await asyncio.gather(*(self._worker(i) for i in range(self.workers)))
+
+    def _script(self, kind: str, order: tuple[str, str] | None) -> list[str]:
+        if kind == "write" and order is not None:
+            email, oid = order
+            return [f"Hi, my email is {email}", f"Please cancel order {oid}", "yes"]
+        return ["Hi! What can you help me with?", "Where is my order?", "Thanks, that is all."]
+
+    async def _worker(self, w: int) -> None:
+        protocol = "http" if w % 2 == 0 else "grpc"
+        while not self.stop.is_set():
+            with self.lock:
+                self.n += 1
+                order = self.write_orders.pop(0) if self.n % 2 == 1 and self.write_orders else None
+            kind = "write" if order else "chat"
+            sid = f"chaos-{kind}-{uuid.uuid4().hex[:10]}"
+            self.sessions[sid] = {"kind": kind, "order": order[1] if order else None, "protocol": protocol,
+                                  "done": False}
+            for step, text in enumerate(self._script(kind, order)):
+                if self.stop.is_set() and step == 0:
+                    break
+                idem = uuid.uuid4().hex
+                for retry in range(4):
+                    a = await self._turn(sid, kind, step, text, idem, protocol, retry)
+                    if a.outcome == "ok":
+                        break
+                    await asyncio.sleep(2.0 + retry * 4.0)
+                else:
+                    break  # the session gives up (counted in its attempts)
+            else:
+                self.sessions[sid]["done"] = True
+
+    async def _turn(self, sid: str, kind: str, step: int, text: str, idem: str, protocol: str,
+                    retry: int) -> Attempt:
+        node, ep = self._endpoint()
+        a = Attempt(sid, kind, step, protocol, node, idem, time.monotonic(), retry=retry)
+        with self.lock:
+            self.attempts.append(a)
+        try:
+            async with asyncio.timeout(self.turn_timeout_s):
+                if protocol == "http":
+                    await self._http(a, ep.http, text)
+                else:
+                    await self._grpc(a, ep.grpc, text)
+        except TimeoutError:
+            a.outcome = "hang"
+        a.end = time.monotonic()
+        return a
+
+    async def _http(self, a: Attempt, base: str, text: str, *, drop_after_first: bool = False) -> None:
+        import httpx
+
+        headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {self.cluster.api_key}",
+                   "Idempotency-Key": a.idem}
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(self.turn_timeout_s, connect=5.0)) as c:
+                async with c.stream("POST", f"{base}/v1/sessions/{a.session_id}/turns", json={"text": text},
+                                    headers=headers) as r:
+                    if r.status_code != 200:
+                        a.outcome = _http_outcome(r.status_code, await r.aread())
+                        return
+                    from serve.loadtest.clients import SSEParser
+
+                    parser, done = SSEParser(), None
+                    async for chunk in r.aiter_text():
+                        for _name, data in parser.feed(chunk):
+                            ev = json.loads(data)
+                            if ev["type"] in ("narration.delta", "reply.delta") and a.first_token is None:
+                                a.first_token = time.monotonic()
+                                if drop_after_first:
+                                    a.outcome = "disconnected"
+                                    return
+                            if ev["type"] == "error":
+                                a.outcome = str(ev.get("code") or "untyped")
+                            if ev["type"] == "done":
+                                done = ev
+                    if done is None:
+                        a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
+                    elif a.outcome == "running":
+                        a.outcome = "ok" if done.get("status") in ("ok", "fallback") else f"status_{done.get('status')}"
+        except httpx.ConnectError:
+            a.outcome = "connect_error"
+        except httpx.HTTPError:
+            a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
+
+    async def _grpc(self, a: Attempt, target: str, text: str, *, drop_after_first: bool = False) -> None:
+        import grpc
+
+        from serve.grpc_codec import proto_to_event
+        from serve.protos import assistant_pb2 as pb
+        from serve.protos import assistant_pb2_grpc
+
+        md = (("application", "tandem"), ("authorization", f"Bearer {self.cluster.api_key}"),
+              ("idempotency-key", a.idem))
+        async with grpc.aio.insecure_channel(target) as ch:
+            stub = assistant_pb2_grpc.AssistantStub(ch)
+            call = stub.StreamTurn(pb.TurnRequest(session_id=a.session_id, text=text), metadata=md,
+                                   timeout=self.turn_timeout_s)
+            done = None
+            try:
+                async for msg in call:
+                    ev = proto_to_event(msg).model_dump(mode="json")
+                    if ev["type"] in ("narration.delta", "reply.delta") and a.first_token is None:
+                        a.first_token = time.monotonic()
+                        if drop_after_first:
+                            call.cancel()
+                            a.outcome = "disconnected"
+                            return
+                    if ev["type"] == "error":
+                        a.outcome = str(ev.get("code") or "untyped")
+                    if ev["type"] == "done":
+                        done = ev
+            except grpc.aio.AioRpcError as exc:
+                name = exc.code().name
+                if name == "UNAVAILABLE" and a.first_token is None and "connect" in (exc.details() or "").lower():
+                    a.outcome = "connect_error"
+                elif name == "DEADLINE_EXCEEDED":
+                    a.outcome = "hang"
+                else:
+                    a.outcome = f"grpc_{name.lower()}" if name in TYPED_GRPC else "untyped"
+                return
+            if done is None:
+                a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
+            elif a.outcome == "running":
+                a.outcome = "ok" if done.get("status") in ("ok", "fallback") else f"status_{done.get('status')}"
+
+    def run_coro(self, coro: Any, timeout: float) -> Any:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+# -- faults ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Replica:
+    name: str
+    node_id: str
+
+
+def _replicas(deployment: str) -> list[Replica]:
+    """The live replica actors of ``deployment``, from the GCS (no dashboard needed)."""
+    from ray._private.state import actors
+
+    out = []
+    for a in actors().values():
+        name = a.get("Name") or ""
+        if a.get("State") == "ALIVE" and name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in name:
+            out.append(Replica(name, str((a.get("Address") or {}).get("NodeID") or "")))
+    return sorted(out, key=lambda r: r.name)
+
+
+def _kill_replica(deployment: str, load: Load, prefer_busy: bool = True) -> dict[str, Any]:
+    import ray
+
+    reps = _replicas(deployment)
+    if not reps:
+        raise RuntimeError(f"no live {deployment} replica")
+    # mid-turn: wait (bounded) until turns are in flight
+    deadline = time.monotonic() + 60
+    while prefer_busy and not load.in_flight() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    rep = reps[0]
+    ray.kill(ray.get_actor(rep.name, namespace="serve"), no_restart=True)
+    return {"replica": rep.name, "node_id": rep.node_id[:12]}
+
+
+def _node_of_tools(cluster: Any) -> str:
+    reps = _replicas("ToolsServer")
+    ids = {cluster.node_id(n): n for n in cluster.node_handles}
+    return ids.get(reps[0].node_id, "cpu-1") if reps else "cpu-1"
+
+
+def _disconnect(load: Load, n: int) -> dict[str, Any]:
+    """``n`` clients (half SSE, half gRPC) that leave after the first streamed token; then each session's
+    next turn must be served (its lease released, nothing half-stored)."""
+
+    async def one(i: int) -> dict[str, Any]:
+        sid = f"chaos-drop-{uuid.uuid4().hex[:10]}"
+        node, ep = load._endpoint()
+        proto = "http" if i % 2 == 0 else "grpc"
+        a = Attempt(sid, "drop", 0, proto, node, uuid.uuid4().hex, time.monotonic())
+        with load.lock:
+            load.attempts.append(a)
+        try:
+            async with asyncio.timeout(load.turn_timeout_s):
+                if proto == "http":
+                    await load._http(a, ep.http, "Hi! What can you help me with?", drop_after_first=True)
+                else:
+                    await load._grpc(a, ep.grpc, "Hi! What can you help me with?", drop_after_first=True)
+        except TimeoutError:
+            a.outcome = "hang"
+        a.end = time.monotonic()
+        b = await load._turn(sid, "drop", 1, "Thanks, that is all.", uuid.uuid4().hex, proto, 0)
+        for retry in range(1, 3):  # SessionBusy while the dropped turn still runs is typed; retry as a client
+            if b.outcome == "ok":
+                break
+            await asyncio.sleep(3.0)
+            b = await load._turn(sid, "drop", 1, "Thanks, that is all.", b.idem, proto, retry)
+        return {"session": sid, "first": a.outcome, "next": b.outcome}
+
+    async def all_() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    return {"sessions": load.run_coro(all_(), timeout=load.turn_timeout_s * 5)}
+
+
+def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[str, Any]:
+    if name == "ingress_kill":
+        return _kill_replica("TandemIngress", load)
+    if name == "tools_kill":
+        return _kill_replica("ToolsServer", load)
+    if name == "node_loss":
+        victim = _node_of_tools(cluster) if ns.lose == "tools" else ("cpu-1" if _node_of_tools(cluster) == "cpu-2"
+                                                                    else "cpu-2")
+        deadline = time.monotonic() + 60
+        while not load.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cluster.remove_node(victim)
+        return {"node": victim}
+    if name == "disconnect":
+        return _disconnect(load, ns.disconnects)
+    if name == "gcs_restart":
+        if not cluster.gcs_ft:
+            raise RuntimeError("gcs_restart needs --gcs-ft")
+        cluster.kill_gcs()
+        time.sleep(ns.gcs_down_s)
+        cluster.restart_gcs()
+        return {"down_s": ns.gcs_down_s}
+    raise ValueError(f"unknown fault {name!r}")
+
+
+def after(name: str, cluster: Any, detail: dict[str, Any]) -> None:
+    """What an operator (or KubeRay) does after the fault: a lost node comes back."""
+    if name == "node_loss":
+        cluster.add_node(detail["node"])
+        cluster.wait_ready(600, nodes=[detail["node"]])
+
+
+# -- measures --------------------------------------------------------------------------------------------
+
+def _ttft(a: Attempt) -> float | None:
+    return None if a.first_token is None else a.first_token - a.start
+
+
+def fault_row(f: Fault, attempts: list[Attempt], t_end: float, baseline_ttft: float | None) -> dict[str, Any]:
+    hit = [a for a in attempts if a.start <= f.t < (a.end or t_end) or f.t <= a.start < t_end]
+    bad = [a for a in hit if a.outcome not in ("ok", "disconnected", "running")]
+    failed: dict[str, int] = {}
+    for a in bad:
+        failed[a.outcome] = failed.get(a.outcome, 0) + 1
+    good = sorted((a for a in attempts if a.start >= f.t and a.outcome == "ok" and a.end <= t_end),
+                  key=lambda a: a.end)
+    recovery = round(good[0].end - f.t, 2) if good else None
+    base_rec = None
+    if baseline_ttft and good:
+        for i in range(len(good)):
+            window = [x for x in (_ttft(g) for g in good[i:i + 5]) if x is not None]
+            if len(window) >= min(3, len(good) - i) and window and statistics.median(window) <= 1.2 * baseline_ttft:
+                base_rec = round(good[min(i + len(window), len(good)) - 1].end - f.t, 2)
+                break
+    return {
+        "in_flight": f.in_flight,
+        "turns": len(hit),
+        "failed": sum(failed.values()) - sum(v for k, v in failed.items() if k == "hang"),
+        "failed_by_code": failed,
+        "untyped": sum(v for k, v in failed.items() if k in UNTYPED),
+        "hangs": failed.get("hang", 0),
+        "recovery_s": recovery,
+        "baseline_recovery_s": base_rec,
+        "detail": f.detail,
+    }
+
+
+async def _get_session(cluster: Any, sid: str) -> dict[str, Any] | None:
+    import httpx
+
+    for name in ("cpu-1", "cpu-2", "head"):
+        ep = cluster.endpoints.get(name)
+        if ep is None:
+            continue
+        try:
+            async with httpx.AsyncClient(timeout=30) as c:
+                r = await c.get(f"{ep.http}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {cluster.api_key}"})
+            if r.status_code == 200:
+                return r.json()
+            if r.status_code == 404:
+                return None
+        except httpx.HTTPError:
+            continue
+    return None
+
+
+def write_verdict(stored_executed: int, ledger: int, entity_changed: bool) -> str:
+    """One write session's verdict from its three records.
+
+    ``doubled``: more than one executed turn or ledger entry; ``lost``: the store says executed (the user was
+    told) but the ledger has nothing; ``half_written``: the ledger and the entity disagree, or the ledger has
+    it and the session does not; ``ok``: all three agree on one write; ``none``: no write (the session never
+    confirmed, e.g. the model asked for something else).
+    """
+    if stored_executed > 1 or ledger > 1:
+        return "doubled"
+    if stored_executed and not ledger:
+        return "lost"
+    if bool(ledger) != entity_changed or (ledger and not stored_executed):
+        return "half_written"
+    return "ok" if ledger else "none"
+
+
+def audit_writes(cluster: Any, load: Load, orders_before: dict[str, str]) -> dict[str, Any]:
+    """Writes from the store's sessions, the ledger and the world: lost, doubled, half-written."""
+    from ray import serve
+
+    tools = serve.get_deployment_handle("ToolsServer", app_name="tandem")
+    ledger = tools.ledger.remote().result(timeout_s=60)
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for e in ledger:
+        by_session.setdefault(e["session_id"], []).append(e)
+    rows: list[dict[str, Any]] = []
+    lost = doubled = half = 0
+    for sid, s in load.sessions.items():
+        if s["kind"] != "write":
+            continue
+        oid = s["order"]
+        sess = asyncio.run(_get_session(cluster, sid)) or {"turns": []}
+        executed = [t for t in sess.get("turns", []) if ((t.get("meta") or {}).get("tandem") or {}).get("executed")]
+        led = [e for e in by_session.get(sid, []) if (e.get("outcome") or {}).get("ok", True)]
+        ent = tools.entity.remote("order", oid).result(timeout_s=60) or {}
+        changed = ent.get("status") != orders_before.get(oid)
+        row = {"session": sid, "order": oid, "stored_executed": len(executed), "ledger": len(led),
+               "status": ent.get("status"), "was": orders_before.get(oid),
+               "verdict": write_verdict(len(executed), len(led), changed)}
+        lost += row["verdict"] == "lost"
+        doubled += row["verdict"] == "doubled"
+        half += row["verdict"] == "half_written"
+        rows.append(row)
+    return {"lost": lost, "doubled": doubled, "half_written": half,
+            "confirmed": sum(1 for r in rows if r["verdict"] == "ok"), "sessions": rows,
+            "ledger_entries": len(ledger)}
+
+
+def print_table(report: dict[str, Any]) -> None:
+    cols = ("fault", "in_flight", "turns", "failed", "untyped", "hangs", "recovery_s", "baseline_recovery_s")
+    print("  ".join(f"{c:>12}" for c in cols))
+    for name, r in report["faults"].items():
+        print("  ".join(f"{x!s:>12}" for x in (name, *(r.get(c) for c in cols[1:]))))
+    w = report["writes"]
+    print(f"writes: lost {w['lost']}  doubled {w['doubled']}  half_written {w['half_written']}  "
+          f"confirmed {w['confirmed']}  (ledger entries {w['ledger_entries']})")
+
+
+# -- main ------------------------------------------------------------------------------------------------
+
+def write_candidates(seed: int, n: int) -> list[tuple[str, str]]:
+    """(email, order id) of pending orders, one per user, from the pack's world for ``seed``."""
+    from pipelines.domains import load_domain
+
+    world = load_domain("support").new_world(seed, None)
+    out, users = [], set()
+    for oid, o in world.orders.items():
+        if o.status == "pending" and o.user_id not in users and o.user_id in world.users:
+            users.add(o.user_id)
+            out.append((world.users[o.user_id].email, oid))
+    return out[:n]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default=str(REPO / "configs" / "cluster-dev.yaml"))
+    p.add_argument("--cpu-nodes", type=int, default=2)
+    p.add_argument("--faults", default=",".join(FAULTS[:4]), help=f"comma list of {', '.join(FAULTS)}")
+    p.add_argument("--quick", action="store_true", help=f"the bounded slice: {', '.join(QUICK)} + the write audit")
+    p.add_argument("--workers", type=int, default=4, help="sessions running at once")
+    p.add_argument("--writes", type=int, default=6, help="sessions that end in a confirmed write (at most)")
+    p.add_argument("--baseline-s", type=float, default=60.0)
+    p.add_argument("--window-s", type=float, default=90.0, help="recovery window after each fault")
+    p.add_argument("--turn-timeout-s", type=float, default=240.0, help="a turn longer than this is a hang")
+    p.add_argument("--disconnects", type=int, default=2)
+    p.add_argument("--gcs-ft", action="store_true", help="GCS fault tolerance on the cluster's Redis")
+    p.add_argument("--gcs-down-s", type=float, default=10.0)
+    p.add_argument("--lose", choices=("tools", "other"), default="tools",
+                   help="node_loss removes the CPU node hosting the tools replica (default) or the other one")
+    p.add_argument("--world-path", default=None,
+                   help="domain.world_path (default: the tools node's own disk, as in the profiles)")
+    p.add_argument("--ready-timeout-s", type=float, default=1200.0)
+    p.add_argument("--out", default="results")
+    p.add_argument("--seed", type=int, default=7, help="the support world's seed (the app's domain.seed)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    faults = list(QUICK) if ns.quick else [f.strip() for f in ns.faults.split(",") if f.strip()]
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        print(f"unknown faults: {unknown}", file=sys.stderr)
+        return 2
+    if "gcs_restart" in faults:
+        ns.gcs_ft = True
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    from serve.cluster import LocalCluster
+    work = Path(tempfile.mkdtemp(prefix="tandem-chaos-"))
+    candidates = write_candidates(ns.seed, ns.writes)
+    from pipelines.domains import load_domain
+
+    world0 = load_domain("support").new_world(ns.seed, None)
+    orders_before = {oid: world0.orders[oid].status for _, oid in candidates}
+    t_start = time.monotonic()
+    cluster = LocalCluster(ns.config, cpu_nodes=ns.cpu_nodes, gcs_ft=ns.gcs_ft, workdir=work,
+                           overrides={"domain": {"seed": ns.seed, **({"world_path": ns.world_path} if ns.world_path
+                                                                            else {})},
+                                      "telemetry": {"jsonl_dir": str(work / "telemetry")}})
+    report: dict[str, Any] = {"config": ns.config, "faults": {}, "not_run": [f for f in FAULTS if f not in faults]}
+    try:
+        cluster.start(ready_timeout_s=ns.ready_timeout_s)
+        report["ready_s"] = round(time.monotonic() - t_start, 1)
+        print(f"cluster ready in {report['ready_s']} s: {sorted(cluster.endpoints)}", flush=True)
+        load = Load(cluster, workers=ns.workers, write_orders=candidates, turn_timeout_s=ns.turn_timeout_s)
+        load.start()
+        time.sleep(ns.baseline_s)
+        base = [x for x in (_ttft(a) for a in list(load.attempts) if a.outcome == "ok") if x is not None]
+        baseline_ttft = statistics.median(base) if base else None
+        report["baseline"] = {"turns_ok": len(base), "first_token_p50_s": baseline_ttft}
+        marks: list[Fault] = []
+        for name in faults:
+            f = Fault(name, time.monotonic())
+            f.in_flight = len(load.in_flight())
+            print(f"fault {name}: {f.in_flight} turns in flight", flush=True)
+            try:
+                f.detail = inject(name, cluster, load, ns)
+                f.in_flight = max(f.in_flight, len(load.in_flight()))
+            except Exception as exc:  # a fault that cannot be injected is reported, not hidden
+                f.detail = {"error": f"{type(exc).__name__}: {exc}"}
+            marks.append(f)
+            time.sleep(ns.window_s)
+            after(name, cluster, f.detail)
+        load.join(timeout=ns.turn_timeout_s * 3 + 30)
+        t_end = time.monotonic()
+        for i, f in enumerate(marks):
+            nxt = marks[i + 1].t if i + 1 < len(marks) else t_end
+            report["faults"][f.name] = fault_row(f, load.attempts, nxt, baseline_ttft)
+        report["writes"] = audit_writes(cluster, load, orders_before)
+        ok = sum(1 for a in load.attempts if a.outcome == "ok")
+        report["totals"] = {"attempts": len(load.attempts), "ok": ok,
+                            "hangs": sum(1 for a in load.attempts if a.outcome == "hang"),
+                            "untyped": sum(1 for a in load.attempts if a.outcome in UNTYPED),
+                            "sessions": len(load.sessions),
+                            "sessions_done": sum(1 for s in load.sessions.values() if s["done"])}
+        report["timeline"] = [{**asdict(a), "start": round(a.start - t_start, 3), "end": round(a.end - t_start, 3),
+                               "first_token": None if a.first_token is None else round(a.first_token - t_start, 3)}
+                              for a in load.attempts]
+        report["fault_times"] = {f.name: round(f.t - t_start, 3) for f in marks}
+    finally:
+        cluster.shutdown()
+        report["wall_s"] = round(time.monotonic() - t_start, 1)
+    path = out / "chaos.json"
+    path.write_text(json.dumps(report, indent=2, default=str))
+    if "writes" in report:
+        print_table(report)
+    print(f"wrote {path} (wall {report['wall_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""scripts/chaos.py's measures: a fault's row from the attempts around it, a write's verdict."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from chaos import Attempt, Fault, fault_row, write_verdict  # noqa: E402
+
+
+def _a(start, end, outcome, ft=None):
+    a = Attempt("s", "chat", 0, "http", "cpu-1", "k", start, end=end, outcome=outcome)
+    a.first_token = None if ft is None else start + ft
+    return a
+
+
+def test_a_fault_row_counts_the_turns_it_hit_by_code_and_the_first_good_turn_after_it():
+    attempts = [
+        _a(0.0, 5.0, "ok", 1.0),            # before the fault: not counted
+        _a(8.0, 12.0, "stream_cut"),        # in flight at t=10: cut without a typed error
+        _a(9.0, 11.0, "model_unavailable"),  # in flight: a typed row of the error table
+        _a(12.0, 13.0, "connect_error"),    # after: a dead proxy refused the connection
+        _a(13.0, 40.0, "hang"),             # after: never answered
+        _a(14.0, 20.0, "ok", 2.0),          # the first good turn that started after the fault
+        _a(15.0, 18.0, "ok", 1.0),          # started later, ended earlier: recovery is by end time
+    ]
+    row = fault_row(Fault("ingress_kill", 10.0, in_flight=2), attempts, t_end=60.0, baseline_ttft=1.0)
+    assert row["in_flight"] == 2 and row["turns"] == 6
+    assert row["failed_by_code"] == {"stream_cut": 1, "model_unavailable": 1, "connect_error": 1, "hang": 1}
+    assert row["failed"] == 3 and row["untyped"] == 2 and row["hangs"] == 1
+    assert row["recovery_s"] == 8.0  # 18.0 - 10.0
+
+
+def test_no_good_turn_after_the_fault_is_no_recovery():
+    row = fault_row(Fault("node_loss", 10.0), [_a(11.0, 12.0, "store_unavailable")], t_end=30.0, baseline_ttft=1.0)
+    assert row["recovery_s"] is None and row["baseline_recovery_s"] is None and row["failed"] == 1
+
+
+def test_write_verdicts():
+    assert write_verdict(1, 1, True) == "ok"
+    assert write_verdict(0, 0, False) == "none"
+    assert write_verdict(2, 1, True) == "doubled"
+    assert write_verdict(1, 2, True) == "doubled"
+    assert write_verdict(1, 0, False) == "lost"      # the user was told; nothing recorded it
+    assert write_verdict(1, 0, True) == "lost"
+    assert write_verdict(1, 1, False) == "half_written"  # the ledger says done, the world does not
+    assert write_verdict(0, 1, True) == "half_written"   # done in the world, no turn of the session says so
+    assert write_verdict(0, 0, True) == "half_written"   # the world changed with no ledger entry
