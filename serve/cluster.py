@@ -197,13 +197,21 @@ class LocalCluster:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tandem-cluster-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = str(config_path)
+        import yaml
+
+        from serve.config import merge_args
+
+        raw = yaml.safe_load(Path(config_path).read_text())
+        entry = raw["applications"][0]
+        overrides = dict(overrides or {})
+        if not (entry.get("args", {}).get("domain") or {}).get("world_path") and \
+                not (overrides.get("domain") or {}).get("world_path"):
+            # The world and its write ledger on the cluster's persistent volume (a PVC in KubeRay), never
+            # on a node's own disk: a tools replica rescheduled after a node loss finds its writes.
+            volume = self.workdir / "volume"
+            volume.mkdir(parents=True, exist_ok=True)
+            overrides = merge_args(overrides, {"domain": {"world_path": str(volume / "world.db")}})
         if overrides:  # the app's args with ``overrides`` merged in, checked by the same strict loader
-            import yaml
-
-            from serve.config import merge_args
-
-            raw = yaml.safe_load(Path(config_path).read_text())
-            entry = raw["applications"][0]
             entry["args"] = merge_args(entry["args"], overrides)
             self.config_path = str(self.workdir / "app.yaml")
             Path(self.config_path).write_text(yaml.safe_dump(raw, sort_keys=False))
