@@ -8,7 +8,6 @@ import pytest
 
 from pipelines.core.contract import EligibleAction, ForwardContract, compact, task_state
 
-
 # -- compact -------------------------------------------------------------------------------------
 
 
