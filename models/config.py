@@ -238,6 +238,13 @@ class ModelDeploymentConfig(Strict):
         "(tests use it for a scripted model deployment).",
     )
     server_options: dict[str, Any] = Field(default_factory=dict, description="Passed to server_cls.")
+    shared_app: str | None = Field(
+        None, min_length=1,
+        description="Name of another Serve application in this cluster that serves this model (one built by "
+        "`serve.app:build_models_app` from the same model entry): this application calls its "
+        "`LLMServer:<model_id>` deployment instead of starting an engine of its own. Several assistants "
+        "(or test modules) on one engine.",
+    )
 
     @model_validator(mode="after")
     def _placement_in_one_place(self) -> ModelDeploymentConfig:

@@ -11,6 +11,7 @@ vLLM itself is only imported inside the replica, by Ray Serve LLM.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from models.config import ModelDeploymentConfig
 
 __all__ = [
+    "SharedModel",
     "resolve_model_source",
     "llm_config",
     "build_model_deployment",
@@ -111,6 +113,26 @@ class TandemLLMServer(LLMServer):
             except Exception:  # shutting down: never raise from a finaliser
                 logger.exception("engine client shutdown failed")
         await super().__del__()
+
+
+@dataclass(frozen=True)
+class SharedModel:
+    """A model served by another application of the cluster (``ModelDeploymentConfig.shared_app``).
+
+    Bound into the ingress in place of a deployment; the replica resolves it to a handle when it starts.
+    """
+
+    app: str
+    model_id: str
+
+    @property
+    def deployment(self) -> str:
+        return f"LLMServer:{self.model_id}"
+
+    def handle(self) -> Any:
+        from ray import serve
+
+        return serve.get_deployment_handle(self.deployment, app_name=self.app)
 
 
 def build_model_deployment(cfg: ModelDeploymentConfig) -> tuple[Application, LLMConfig]:

@@ -25,12 +25,12 @@ from typing import Any
 from ray import serve
 from ray.serve.deployment import Application
 
-from models.llm import build_model_deployment, model_card
+from models.llm import SharedModel, build_model_deployment, llm_config, model_card
 from pipelines.registry import kind_record
 from serve.config import AppConfig, parse_app_config
 from serve.ingress import build_ingress_class
 
-__all__ = ["build_app", "ingress_options", "cpu_deployments"]
+__all__ = ["build_app", "build_models_app", "ingress_options", "cpu_deployments"]
 
 logger = logging.getLogger("tandem.app")
 
@@ -73,6 +73,11 @@ def build_app(args: dict[str, Any] | AppConfig) -> Application:
     llm_apps: dict[str, Application] = {}
     cards: dict[str, Any] = {}
     for name, mcfg in cfg.models.items():
+        if mcfg.shared_app:  # served by another application of the cluster: no engine of our own
+            llm_apps[mcfg.model_id] = SharedModel(mcfg.shared_app, mcfg.model_id)
+            cards[mcfg.model_id] = model_card(llm_config(mcfg))
+            logger.info("model %s → LLMServer:%s of application %r", name, mcfg.model_id, mcfg.shared_app)
+            continue
         app, conf = build_model_deployment(mcfg)
         llm_apps[mcfg.model_id] = app
         cards[mcfg.model_id] = model_card(conf)
@@ -84,3 +89,22 @@ def build_app(args: dict[str, Any] | AppConfig) -> Application:
         app_config=cfg.model_dump(mode="json"),
         **cpu_deployments(cfg),
     )
+
+
+def build_models_app(args: dict[str, Any] | AppConfig) -> Application:
+    """An application that serves one model and nothing else (``import_path: serve.app:build_models_app``).
+
+    Its args are an application's args (the same strict config); its one model that is not itself shared
+    is bound as the application's ingress, ``LLMServer:<model_id>``. Other applications reach it by
+    naming this application in their model entry's ``shared_app``: one engine behind several assistants.
+    """
+    cfg = parse_app_config(args)
+    own = [m for m in cfg.models.values() if not m.shared_app]
+    if len(own) != 1:
+        from pipelines.errors import ConfigError
+
+        raise ConfigError(f"a models application serves exactly one model; args.models has {len(own)} that are "
+                          "not shared (deploy one application per model)")
+    app, _ = build_model_deployment(own[0])
+    logger.info("models application: LLMServer:%s", own[0].model_id)
+    return app

@@ -71,6 +71,8 @@ def placement_of(sf: ServeFile) -> dict[str, dict[str, float]]:
         out["guardrails"] = {"CPU": deps.guardrails.num_cpus, **deps.guardrails.resources}
     out["rule_kernels"] = {"CPU": deps.rule_kernels.num_cpus, **deps.rule_kernels.resources}
     for key, m in args.models.items():
+        if m.shared_app:  # another application's engine: it is placed where that application says
+            continue
         need: dict[str, float] = {}
         for b in m.placement_bundles or [{"CPU": m.deployment.num_cpus}]:
             for r, v in b.items():
@@ -220,6 +222,7 @@ class LocalCluster:
         self.placement = check_placement(self.sf, self.nodes)
         self.gcs_ft = gcs_ft
         self.node_disks = node_disks
+        self.node_start_attempts = 3  # a raylet that crashes while it starts is started again (_start_node)
         self.redis = RedisServer(self.workdir / "redis")
         self.api_key = api_key or "tandem-cluster-" + os.urandom(8).hex()
         self.cluster: Any = None
@@ -306,8 +309,7 @@ class LocalCluster:
         saved = {k: os.environ.get(k) for k in node_env}
         os.environ.update(node_env)
         try:
-            node = self.cluster.add_node(wait=wait, num_cpus=spec.num_cpus, resources=dict(spec.resources),
-                                         object_store_memory=100 * 2**20)
+            node = self._start_node(spec, wait=wait)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -317,6 +319,35 @@ class LocalCluster:
         self.node_handles[name] = node
         self.endpoints[name] = Endpoint(name, f"http://127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}")
         return node
+
+    def _start_node(self, spec: NodeSpec, *, wait: bool) -> Any:
+        """Start one raylet; a start that fails is cleaned up and tried again (``node_start_attempts``).
+
+        On a loaded machine a raylet can die while it starts (seen: SIGSEGV in its first second, then
+        ``The current node timed out during startup``), as a pod can crash-loop once; KubeRay starts the
+        pod again, and so does this. What the failed start left (its log monitor, a half-started raylet)
+        is killed by pid: the processes below this one that were not there before the attempt.
+        """
+        from serve.eval.runner import descendants
+
+        last: Exception | None = None
+        for attempt in range(self.node_start_attempts):
+            before = descendants(os.getpid())
+            try:
+                return self.cluster.add_node(wait=wait, num_cpus=spec.num_cpus, resources=dict(spec.resources),
+                                             object_store_memory=100 * 2**20)
+            except Exception as exc:  # Ray raises a bare Exception for a node that never came up
+                last = exc
+                for pid in sorted(descendants(os.getpid()) - before, reverse=True):
+                    try:
+                        os.kill(pid, 9)
+                    except OSError:
+                        pass
+                print(f"node {spec.name}: start {attempt + 1}/{self.node_start_attempts} failed: {exc}",
+                      flush=True)
+                if attempt + 1 < self.node_start_attempts:
+                    time.sleep(2.0 * (attempt + 1))
+        raise RuntimeError(f"node {spec.name} did not start in {self.node_start_attempts} attempts: {last}")
 
     def remove_node(self, name: str) -> None:
         """Kill a node's raylet and every worker on it (a lost machine)."""

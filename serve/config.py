@@ -351,7 +351,7 @@ class DeploymentUserConfig(Strict):
 
 class ApplicationEntry(Strict):
     name: str
-    route_prefix: str = "/"
+    route_prefix: str | None = Field("/", description="None: no HTTP route (a models application).")
     import_path: str
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     args: AppConfig

@@ -22,6 +22,7 @@ from fastapi.responses import StreamingResponse
 from ray.serve.handle import DeploymentHandle
 from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
 
+from models.llm import SharedModel
 from models.prepare import cache_dir
 from pipelines.domains import load_domain
 from pipelines.errors import NotFound, TandemError, error_class_for_code
@@ -126,6 +127,8 @@ class TandemIngress(OpenAiIngress):
         guardrails: DeploymentHandle | None = None,
         rule_kernels: DeploymentHandle | None = None,
     ) -> None:
+        # A model served by another application (models.<name>.shared_app) arrives as its reference.
+        llm_deployments = {mid: h.handle() if isinstance(h, SharedModel) else h for mid, h in llm_deployments.items()}
         super().__init__(llm_deployments=llm_deployments, model_cards=model_cards)
         # Import the request model now, not on the first request (it pulls in vLLM: seconds).
         import ray.serve.llm.openai_api_models  # noqa: F401

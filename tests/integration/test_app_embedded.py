@@ -213,7 +213,7 @@ def test_one_trace_spans_proxy_ingress_and_model(app):
     deadline = time.monotonic() + 30
     names: set[str] = set()
     while time.monotonic() < deadline:
-        spans = [s for s in _spans(app.telemetry) if s["trace_id"] == tid]
+        spans = [s for s in _spans(app.spans_dir) if s["trace_id"] == tid]
         names = {s["name"] for s in spans}
         if (any("LLMServer" in n and "chat" in n for n in names) and "tandem.generate" in names
                 and any(n.startswith("proxy_http_request") for n in names)):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_ray]
 
 
 def test_two_tau2_openings_through_tandem(tmp_path: Path) -> None:

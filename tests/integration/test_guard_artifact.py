@@ -10,7 +10,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.own_ray]  # CPU-bound: the shared cluster is shut down first
 
 
 def test_retraining_reproduces_the_shipped_artifact():

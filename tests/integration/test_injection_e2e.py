@@ -16,7 +16,7 @@ import pytest
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_ray]
 
 
 def test_the_structure_holds_with_the_preguard_off(tmp_path):

@@ -29,7 +29,7 @@ import pytest
 from serve.phoenix import PhoenixServer, phoenix_executable
 from tests.integration.conftest import REPO, free_port, start_app
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_ray]
 
 EMAIL, PHONE = "alex.rivera@example.com", "+1 415-555-0134"
 TEXT = f"Hi, my email is {EMAIL} and my phone is {PHONE}. Where is my order #W1000002?"
@@ -59,16 +59,11 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def app(phoenix: PhoenixServer, tmp_path_factory: pytest.TempPathFactory):
-    from serve.telemetry import ENV_OTLP
-
     tmp = tmp_path_factory.mktemp("observe")
-    os.environ[ENV_OTLP] = phoenix.otlp_endpoint  # inherited by every Ray process, as --observe does
-    try:
-        overrides = {"pipeline": {"kind": "dr", "max_steps": 2, "max_reply_tokens": 48},
-                     "domain": {"name": "support", "seed": 7, "world_path": str(tmp / "world.db")}}
-        yield from start_app(tmp, overrides)
-    finally:
-        os.environ.pop(ENV_OTLP, None)
+    overrides = {"pipeline": {"kind": "dr", "max_steps": 2, "max_reply_tokens": 48},
+                 "domain": {"name": "support", "seed": 7, "world_path": str(tmp / "world.db")}}
+    # Ray started with the OTLP endpoint, inherited by every Ray process, as --observe does
+    yield from start_app(tmp, overrides, otlp=phoenix.otlp_endpoint)
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +119,7 @@ def test_the_trace_page_in_chromium_shows_stages_and_model(traced, phoenix: Phoe
 
 
 def test_no_pii_in_any_span(app, traced):
-    local = "".join(f.read_text() for f in app.telemetry.glob("spans-*.jsonl"))
+    local = "".join(f.read_text() for f in app.spans_dir.glob("spans-*.jsonl"))
     assert traced["trace_id"] in local
     exported = json.dumps(traced["spans"])
     for secret in (EMAIL, PHONE, "415-555-0134"):

@@ -72,3 +72,49 @@ def test_tandem_run_takes_a_cluster_size():
     ns = build_parser().parse_args(["run", "configs/cluster-dev.yaml", "--cluster", "2", "--gcs-ft"])
     assert (ns.cluster, ns.gcs_ft, ns.config) == (2, True, "configs/cluster-dev.yaml")
     assert build_parser().parse_args(["run"]).cluster == 0  # one node, as before
+
+
+class _FlakyRay:
+    """Ray's ``Cluster.add_node`` failing ``fails`` times first, as a raylet that crashes while it starts."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails, self.calls = fails, []
+
+    def add_node(self, **kw):
+        self.calls.append(kw)
+        if len(self.calls) <= self.fails:
+            raise Exception("The current node timed out during startup.")
+        return "node-handle"
+
+
+def _bare_cluster(monkeypatch, fails: int, *, new_pids=(900, 901)):
+    from serve import cluster as mod
+    from serve.eval import runner
+
+    lc = mod.LocalCluster.__new__(mod.LocalCluster)
+    lc.cluster, lc.node_start_attempts = _FlakyRay(fails), 3
+    seen = iter([{1}, {1, *new_pids}] * 5)  # before / after each failed attempt
+    monkeypatch.setattr(runner, "descendants", lambda root: next(seen))
+    killed, slept = [], []
+    monkeypatch.setattr(mod.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setattr(mod.time, "sleep", slept.append)
+    spec = mod.NodeSpec("cpu-1", "cpu", 1.0, {"cpu_worker": 1.0})
+    return lc, spec, killed, slept
+
+
+def test_a_node_that_crashes_while_starting_is_cleaned_up_and_started_again(monkeypatch):
+    lc, spec, killed, slept = _bare_cluster(monkeypatch, fails=2)
+    assert lc._start_node(spec, wait=True) == "node-handle"
+    assert len(lc.cluster.calls) == 3 and lc.cluster.calls[0]["resources"] == {"cpu_worker": 1.0}
+    assert lc.cluster.calls[0]["wait"] is True and lc.cluster.calls[0]["num_cpus"] == 1.0
+    # only what each failed attempt started is killed, never this process or what was there before
+    assert killed == [(901, 9), (900, 9)] * 2
+    assert slept == [2.0, 4.0]
+
+
+def test_a_node_that_never_starts_fails_after_the_bounded_attempts(monkeypatch):
+    lc, spec, killed, slept = _bare_cluster(monkeypatch, fails=3)
+    with pytest.raises(RuntimeError, match=r"node cpu-1 did not start in 3 attempts: The current node timed out"):
+        lc._start_node(spec, wait=False)
+    assert len(lc.cluster.calls) == 3 and all(c["wait"] is False for c in lc.cluster.calls)
+    assert len(killed) == 6 and slept == [2.0, 4.0]
