@@ -61,11 +61,14 @@ COV_ARGS := --cov=pipelines --cov=serve --cov-report=term:skip-covered --cov-rep
 
 # Unit tests under coverage (floors in tests/coverage_floor.py), then everything else, then the
 # bounded mutation slice (the error table and the contract closure).
+# The unit stage runs on TEST_WORKERS xdist workers (coverage combines them); the integration stage shares
+# one Ray cluster and one engine across its modules (tests/integration/conftest.py) and prints its slowest steps.
+TEST_WORKERS ?= 2
 test: install system-deps phoenix
 	$(VENV)/bin/tandem prepare-model
-	$(PY) -m pytest -q -rs tests/unit $(COV_ARGS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) tests/unit $(COV_ARGS) $(PYTEST_ARGS)
 	$(PY) -m tests.coverage_floor results/coverage/coverage.json
-	$(PY) -m pytest -q -rs tests --ignore=tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs --durations=20 tests --ignore=tests/unit $(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs examples/airline/tests $(PYTEST_ARGS)
 	$(PY) scripts/tau2_replay.py --domain airline
 	$(PY) -m tests.mutation.run --profile slice --check
