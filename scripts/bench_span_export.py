@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -107,6 +108,7 @@ def main() -> int:
     for mode, (provider, exporter) in providers.items():
         provider.shutdown()  # flushes the batch processor
         spans_per_turn[mode] = sum(1 for _ in exporter.path.open()) / (ns.warmup + ns.turns)
+    shutil.rmtree(work, ignore_errors=True)  # the span files were only counted
     result = {mode: {"p50_ms": pct(v, 0.5), "p90_ms": pct(v, 0.9), "n": len(v)} for mode, v in rows.items()}
     result["ratio_sync_over_batch"] = {q: result["sync"][f"{q}_ms"] / result["batch"][f"{q}_ms"] for q in ("p50", "p90")}
     result["spans_per_turn"] = spans_per_turn

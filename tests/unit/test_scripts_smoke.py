@@ -56,3 +56,32 @@ def test_device_scripts_parse_their_arguments_without_a_gpu(name: str) -> None:
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "usage:" in res.stdout
+
+
+def _run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / f"{name}.py"), *args], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return res
+
+
+def test_bench_kernels_smallest_run_writes_its_summary(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "k.json"
+    _run_script("bench_kernels", "--sessions", "2", "--turns", "3", "--out", str(out))
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "sgc_kernels" and doc["turns"] == 6 and doc["sessions"] == 2
+    assert set(doc["kernels"]) >= {"total"} and doc["kernels"]["total"]["p50_us"] > 0
+
+
+def test_bench_span_export_smallest_run_writes_both_modes_and_their_ratio(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "s.json"
+    _run_script("bench_span_export", "--turns", "4", "--warmup", "1", "--out", str(out))
+    doc = json.loads(out.read_text())
+    assert doc["sync"]["n"] == 4 and doc["batch"]["n"] == 4
+    assert set(doc["ratio_sync_over_batch"]) == {"p50", "p90"}
+    # both modes wrote every span of every turn (5 turns), the same number
+    assert doc["spans_per_turn"]["sync"] == doc["spans_per_turn"]["batch"] > 1
