@@ -8,6 +8,8 @@ time, each followed by a recovery window:
 
     ingress_kill     ray.kill on an ingress replica while turns are in flight on it
     tools_kill       ray.kill on the tools replica (it owns the world and the write ledger)
+    kernels_kill     ray.kill on the rule-kernels replica (Φ / Ψ / tiers of every turn)
+    model_kill       ray.kill on the model replica mid-stream (the engine restarts on the model node)
     node_loss        a CPU node's raylet and every worker on it killed; the node added back afterwards
     disconnect       clients that go away mid-stream (SSE and gRPC); the session must take its next turn
     gcs_restart      (--gcs-ft) the head's GCS killed and restarted on the same Redis
@@ -45,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-FAULTS = ("ingress_kill", "tools_kill", "node_loss", "disconnect", "gcs_restart")
+FAULTS = ("ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill", "model_kill", "gcs_restart")
 QUICK = ("node_loss", "ingress_kill")
 # gRPC status codes our error table maps to (pipelines/errors.py): anything else reached the client untyped.
 TYPED_GRPC = {"INVALID_ARGUMENT", "UNAUTHENTICATED", "NOT_FOUND", "ABORTED", "PERMISSION_DENIED", "INTERNAL",
@@ -276,7 +278,9 @@ def _replicas(deployment: str) -> list[Replica]:
     out = []
     for a in actors().values():
         name = a.get("Name") or ""
-        if a.get("State") == "ALIVE" and name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in name:
+        # "LLMServer:" names every model deployment (LLMServer:<model_id>); other names are exact
+        here = f"#{deployment}" in name if deployment.endswith(":") else f"#{deployment}#" in name
+        if a.get("State") == "ALIVE" and name.startswith("SERVE_REPLICA::") and here:
             out.append(Replica(name, str((a.get("Address") or {}).get("NodeID") or "")))
     return sorted(out, key=lambda r: r.name)
 
@@ -341,6 +345,10 @@ def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[
         return _kill_replica("TandemIngress", load)
     if name == "tools_kill":
         return _kill_replica("ToolsServer", load)
+    if name == "kernels_kill":
+        return _kill_replica("RuleKernels", load)
+    if name == "model_kill":
+        return _kill_replica("LLMServer:", load)
     if name == "node_loss":
         victim = _node_of_tools(cluster) if ns.lose == "tools" else ("cpu-1" if _node_of_tools(cluster) == "cpu-2"
                                                                     else "cpu-2")
@@ -500,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=str(REPO / "configs" / "cluster-dev.yaml"))
     p.add_argument("--cpu-nodes", type=int, default=2)
-    p.add_argument("--faults", default=",".join(FAULTS[:4]), help=f"comma list of {', '.join(FAULTS)}")
+    p.add_argument("--faults", default=",".join(f for f in FAULTS if f != "gcs_restart"), help=f"comma list of {', '.join(FAULTS)}")
     p.add_argument("--quick", action="store_true", help=f"the bounded slice: {', '.join(QUICK)} + the write audit")
     p.add_argument("--workers", type=int, default=4, help="sessions running at once")
     p.add_argument("--writes", type=int, default=6, help="sessions that end in a confirmed write (at most)")

@@ -48,3 +48,31 @@ def test_write_verdicts():
     assert write_verdict(1, 1, False) == "half_written"  # the ledger says done, the world does not
     assert write_verdict(0, 1, True) == "half_written"   # done in the world, no turn of the session says so
     assert write_verdict(0, 0, True) == "half_written"   # the world changed with no ledger entry
+
+
+def test_replicas_are_found_by_exact_deployment_name_or_by_the_model_prefix(monkeypatch):
+    import chaos
+    import ray._private.state as state
+
+    def actor(name, alive=True, node="n1"):
+        return {"Name": name, "State": "ALIVE" if alive else "DEAD", "Address": {"NodeID": node}}
+
+    table = {i: a for i, a in enumerate([
+        actor("SERVE_REPLICA::tandem#ToolsServer#b"), actor("SERVE_REPLICA::tandem#ToolsServer#a", node="n2"),
+        actor("SERVE_REPLICA::tandem#ToolsServerX#c"), actor("SERVE_REPLICA::tandem#ToolsServer#d", alive=False),
+        actor("SERVE_REPLICA::tandem#LLMServer:smollm2-135m-instruct#e"), actor("SERVE_CONTROLLER_ACTOR"),
+    ])}
+    monkeypatch.setattr(state, "actors", lambda: table)
+    assert [(r.name.rsplit("#", 1)[1], r.node_id) for r in chaos._replicas("ToolsServer")] == [("a", "n2"), ("b", "n1")]
+    assert [r.name.rsplit("#", 1)[1] for r in chaos._replicas("LLMServer:")] == ["e"]
+    assert chaos._replicas("LLMServer") == []  # a name without the colon is exact: no such deployment
+    assert chaos._replicas("RuleKernels") == []
+
+
+def test_every_fault_is_known_and_the_default_run_leaves_only_the_gcs_restart_out():
+    import chaos
+
+    assert {"kernels_kill", "model_kill"} <= set(chaos.FAULTS) and set(chaos.QUICK) <= set(chaos.FAULTS)
+    ns = chaos.build_parser().parse_args([])
+    assert ns.faults.split(",") == ["ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill",
+                                    "model_kill"]
