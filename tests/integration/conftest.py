@@ -127,7 +127,6 @@ class RunningApp:
 
 def wait_for(read: Callable[[], dict], pred: Callable[[dict], bool], timeout: float = 60) -> dict:
     """Poll ``read()`` every 0.5 s until ``pred`` holds for what it returns (a live reload arriving)."""
-    import time
 
     deadline = time.monotonic() + timeout
     info: dict = {}
@@ -185,23 +184,9 @@ class SessionCluster:
         """Shut Serve and Ray down (if this session started them) and free our shared memory."""
         if self.running is None:
             return
-        import ray
-        from ray import serve
+        from serve.eval.runner import descendants, shm_held_by, shutdown_local
 
-        from serve.eval.runner import descendants, shm_held_by, shm_names
-
-        held = shm_held_by(descendants(os.getpid()))
-        try:
-            serve.shutdown()
-        except Exception as exc:  # teardown must go on
-            print(f"serve.shutdown: {exc}", file=sys.stderr)
-        ray.shutdown()
-        time.sleep(1.0)
-        for name in (held & shm_names()) - self._shm_before:
-            try:
-                os.unlink(os.path.join("/dev/shm", name))
-            except OSError:
-                pass
+        shutdown_local(shm_held_by(descendants(os.getpid())), self._shm_before)
         self.running, self.models_entry = None, None
 
     def models_application(self, args: dict[str, Any]) -> dict[str, Any]:
