@@ -22,7 +22,7 @@ The FIRST decision of a turn:
 * tau2 ``escalate``: the turn ends on path escalate (a route or a model decision);
 * tau2 ``identify``: the first decision is a ``clarify`` whose question asks for identity
   (email, your / full / first / last name, zip / postal code, verify / identify /
-  authenticate), or a ``find_user_id_by_email`` / ``find_user_id_by_name_zip`` whose
+  authenticate, a user / customer / member / account id or number), or a ``find_user_id_by_email`` / ``find_user_id_by_name_zip`` whose
   arguments are grounded in the user's text (the email placeholder is in the redacted
   text; first name, last name and a five-digit zip all appear in it as whole words).
   Events are redacted, so an invented email is a placeholder too: it counts only if that
@@ -59,7 +59,7 @@ TERMINAL_DECISIONS = ("respond", "clarify", "select", "action", "escalate")
 TERMINAL_ROUTES = ("escalate", "execute_pending", "decline_pending")
 LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 IDENTITY_Q = re.compile(r"e-?mail|\b(your|full|first|last) name\b|\bname and zip\b|\bzip\b|postal|verif|identif|"
-                        r"authenticat", re.I)
+                        r"authenticat|\b(user|customer|member(ship)?|account) ?(id|number)\b", re.I)
 #: Kinds whose events carry decisions (the others are scored on outcomes only).
 DECIDING_KINDS = ("dr", "tandem")
 

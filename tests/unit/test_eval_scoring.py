@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from serve.eval.scoring import analyse_dr, analyse_tandem, analyse_turn, score
 
 IDENTITY_Q = ("To get started, could you share the email address on your account, or your first and last "
@@ -54,6 +56,17 @@ def test_phi_clarify_about_details_is_not_an_identity_question():
     a = tandem([phi(then="clarify:details")], [{"type": "clarify", "question": DETAILS_Q, "options": []}])
     ok, detail = score(IDENTIFY, a, "Something odd.", None)
     assert ok is False and "clarify" in detail
+
+
+@pytest.mark.parametrize("question, ok", [
+    ("Could you give me your user id?", True), ("What is your customer number?", True),
+    ("Which account ID is it under?", True), ("Your membership number, please?", True),
+    ("Which flight id do you mean?", False), ("Which order number is it?", False),
+    ("Which airports are you flying from and to?", False),
+])
+def test_an_identity_question_names_who_the_user_is_not_what_they_booked(question, ok):
+    a = tandem([phi(then="clarify:user_id")], [{"type": "clarify", "question": question, "options": []}])
+    assert score(IDENTIFY, a, "Change my flight.", None)[0] is ok
 
 
 def test_phi_lookup_dispatch_grounded_in_the_users_placeholder():
