@@ -71,6 +71,8 @@ SLOW_FILES = frozenset({
     "test_fuzz_slice.py",  # property-based fuzzing of the API
     "test_h100_profile.py",  # builds vLLM engine configs for every model of the H100 profile
     "test_dr_adversarial.py",  # adversarial turns through the whole DR pipeline
+    "test_support_replay.py",  # every expected action of the 74 retail tasks through the tools (≈ 19 s)
+    "test_http_pack_example.py",  # the HTTP example pack's own test suite, in a pytest subprocess
 })
 
 

@@ -91,6 +91,7 @@ def test_the_new_pack_writes_exactly_once_and_refuses_another_users_record(in_pr
     assert asyncio.run(tools.precheck("archive_record", {"record_id": b.records[0]}, other)) is not None
 
 
+@pytest.mark.slow  # pip install and a pytest subprocess
 def test_the_new_pack_installs_registers_and_passes_its_own_tests(tmp_path: Path) -> None:
     """The path a team takes: pip install the pack, `tandem domain check`, its own pytest run."""
     root = scaffold("notes", tmp_path)
