@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from models.config import ModelDeploymentConfig
 
 __all__ = [
+    "MODEL_DEPLOYMENT_PREFIX",
     "SharedModel",
     "resolve_model_source",
     "llm_config",
@@ -115,6 +116,10 @@ class TandemLLMServer(LLMServer):
         await super().__del__()
 
 
+#: Every model deployment is named ``LLMServer:<model_id>`` (in its own application or in a models application).
+MODEL_DEPLOYMENT_PREFIX = "LLMServer:"
+
+
 @dataclass(frozen=True)
 class SharedModel:
     """A model served by another application of the cluster (``ModelDeploymentConfig.shared_app``).
@@ -127,7 +132,7 @@ class SharedModel:
 
     @property
     def deployment(self) -> str:
-        return f"LLMServer:{self.model_id}"
+        return MODEL_DEPLOYMENT_PREFIX + self.model_id
 
     def handle(self) -> Any:
         from ray import serve
@@ -147,5 +152,5 @@ def build_model_deployment(cfg: ModelDeploymentConfig) -> tuple[Application, LLM
         conf.experimental_configs["tandem_check_async_scheduling"] = True
     if cfg.server_options:
         conf.experimental_configs["tandem_server_options"] = dict(cfg.server_options)
-    app = build_llm_deployment(conf, name_prefix="LLMServer:", deployment_cls=cls)
+    app = build_llm_deployment(conf, name_prefix=MODEL_DEPLOYMENT_PREFIX, deployment_cls=cls)
     return app, conf
