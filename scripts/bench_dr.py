@@ -95,9 +95,10 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipelines.domains.support.evaluation import FLOWS  # noqa: E402
 from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local  # noqa: E402
 from serve.eval.scoring import analyse, score  # noqa: E402
-from serve.eval.suites import FLOWS, tau2_cases  # noqa: E402
+from serve.eval.suites import tau2_cases  # noqa: E402
 
 # ---- helpers ------------------------------------------------------------------------------
 
@@ -222,7 +223,8 @@ class Bench:
 
         try:
             h = serve.get_deployment_handle("ToolsServer", app_name="tandem")
-            return h.entity.remote("order", order_id).result()["status"]
+            found = h.entity.remote("order", order_id).result()
+            return None if found is None else found["status"]
         except Exception as exc:
             return f"error: {type(exc).__name__}"
 
@@ -231,6 +233,17 @@ class Bench:
 
 
 # ---- main ---------------------------------------------------------------------------------
+
+
+def turn_row(part: str, case: str, sid: str, text: str, expect: dict[str, Any], extra: dict[str, Any],
+             sse: list[dict[str, Any]], log: list[dict[str, Any]], status: str | None, elapsed: float,
+             max_steps: int) -> dict[str, Any]:
+    """One measured turn: its facts (from its SSE and dr.* events), scored against ``expect``."""
+    a = analyse(sse, log, max_steps)
+    ok, detail = score(expect, a, text, status)
+    return {"part": part, "case": case, "session_id": sid, "text": text, "expect": expect,
+            "correct": ok, "detail": detail, "order_status": status, "elapsed_s": round(elapsed, 2),
+            **extra, **a}
 
 
 def rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -361,15 +374,11 @@ def main(argv: list[str] | None = None) -> int:
             sse, elapsed = bench.turn(sid, text)
             done = sse[-1] if sse else {}
             log = bench.log_for(done.get("turn_id", "?"))
-            a = analyse(sse, log, ns.max_steps)
-            status = bench.order_status(expect["order_id"]) if "order_id" in expect else None
-            ok, detail = score(expect, a, text, status)
-            row = {"part": part, "case": case, "session_id": sid, "text": text, "expect": expect,
-                   "correct": ok, "detail": detail, "order_status": status, "elapsed_s": round(elapsed, 2),
-                   **extra, **a}
+            status = bench.order_status(expect["entity"]) if "entity" in expect else None
+            row = turn_row(part, case, sid, text, expect, extra, sse, log, status, elapsed, ns.max_steps)
             rows.append(row)
-            print(f"  {part} {case:14} {expect['kind']:12} path={a['path']} terminal={a['terminal']} "
-                  f"steps={a['steps']} correct={ok} ({elapsed:.1f} s)", flush=True)
+            print(f"  {part} {case:14} {expect['kind']:12} path={row['path']} terminal={row['terminal']} "
+                  f"steps={row['steps']} correct={row['correct']} ({elapsed:.1f} s)", flush=True)
 
         if not ns.no_flows:
             print("(a) flows", flush=True)

@@ -11,8 +11,8 @@ from ``--config`` (strictly validated; fresh stores and world in a work folder; 
 kind's own pipeline section), warms it up, plays the suites of that domain over HTTP/SSE,
 and deletes it. With ``--http`` it plays against a running app (loopback unless
 ``--allow-remote``); ``--telemetry`` names its event-log folder, without which the
-decision measures are not judged. Bounded: ``--limit`` tau2 tasks, ``--coach-sessions``
-× ``--coach-turns``, ``--max-wall-s`` for the whole run (the remaining turns are skipped
+decision measures are not judged. Bounded: ``--limit`` tau2 tasks, ``--pack-sessions``
+× ``--pack-turns`` of a pack's generated suites, ``--max-wall-s`` for the whole run (the remaining turns are skipped
 and the run is marked partial).
 
 Writes ``<out>/summary.json`` (``pipelines.<kind>`` and ``suites.<suite>``),
@@ -29,7 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from .report import markdown, plot_first_token_cdf, summary_doc
-from .suites import SUITE_DOMAIN, TAU2_SUITES, Case, flow_suite, tau2_suite, tau2_tasks_suite
+from .suites import (
+    TAU2_SUITES,
+    Case,
+    SuiteOptions,
+    default_domain,
+    pack_suite,
+    resolve_suites,
+    suite_packs,
+    tau2_suite,
+    tau2_tasks_suite,
+)
 
 __all__ = ["build_parser", "main", "build_cases"]
 
@@ -41,18 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", type=Path, default=REPO / "configs" / "embedded.yaml")
     p.add_argument("--pipelines", default="tandem,dr,prompting", help="comma-separated pipeline kinds")
-    p.add_argument("--suites", default="tau2-openings,flows", help=f"comma-separated: {', '.join(SUITE_DOMAIN)}")
+    p.add_argument("--suites", default="tau2-openings,flows",
+                   help="comma-separated: tau2-openings, tau2-tasks and the installed packs' own suites")
     p.add_argument("--tau2-dir", type=Path, default=None,
-                   help="tau2-retail folder with tasks_train.json (default $TANDEM_TAU2_DIR or ../shared/data/tau2-retail)")
+                   help="folder with tasks_train.json and db.json (default: the pack's task replay folder)")
     p.add_argument("--domain", default=None,
-                   help="the pack the tau2 suites run on (an installed `tandem.domains` entry point; "
-                   "default: the suite's own)")
+                   help="the pack a suite runs on when several have it (an installed `tandem.domains` entry point; "
+                   "default: the config's domain.name)")
     p.add_argument("--limit", type=int, default=20, help="tau2 tasks in file order (0 = all)")
     p.add_argument("--max-user-turns", type=int, default=10, help="tau2-tasks: user turns per task at most")
     p.add_argument("--verbatim", action="store_true", help="send reason_for_call unchanged (second person)")
-    p.add_argument("--coach-sessions", type=int, default=4)
-    p.add_argument("--coach-turns", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated coach sessions")
+    p.add_argument("--pack-sessions", type=int, default=4, help="sessions of a pack's generated suites")
+    p.add_argument("--pack-turns", type=int, default=5, help="turns per session of a pack's generated suites")
+    p.add_argument("--seed", type=int, default=0, help="seed of a pack's generated sessions")
     p.add_argument("--warmup", type=int, default=2, help="unmeasured turns after each app start (at most 2)")
     p.add_argument("--out", type=Path, default=REPO / "results" / "eval")
     p.add_argument("--workdir", type=Path, default=None, help="keep stores, worlds and telemetry here "
@@ -74,45 +85,48 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def build_cases(ns: argparse.Namespace, suites: list[str], world_seed: int) -> dict[str, list[Case]]:
-    """The cases of each suite (raises ValueError when a suite's data is missing)."""
-    out: dict[str, list[Case]] = {}
-    for s in suites:
-        if s in TAU2_SUITES:
-            base = ns.tau2_dir or _default_tau2_dir()
-            if not (base / "tasks_train.json").is_file() or (s == "tau2-tasks" and not (base / "db.json").is_file()):
-                raise ValueError(f"tau2 tasks (tasks_train.json, db.json) not found in {base} "
-                                 "(use --tau2-dir or TANDEM_TAU2_DIR)")
-            make = tau2_suite if s == "tau2-openings" else tau2_tasks_suite
-            out[s] = make(base, ns.limit, verbatim=ns.verbatim)
-        elif s == "flows":
-            out[s] = flow_suite()
-        elif s == "coach":
-            from .coach import coach_suite
+def build_cases(ns: argparse.Namespace, plan: list[tuple[str, list[str]]], world_seed: int) -> dict[str, list[Case]]:
+    """The cases of each suite, built on the pack it runs on (raises ValueError when a suite's data is missing)."""
+    from pipelines.core.evaluation import evaluation_of
+    from pipelines.domains import load_domain
 
-            out[s] = coach_suite(world_seed, seed=ns.seed, sessions=ns.coach_sessions, turns=ns.coach_turns)
+    from .suites import tau2_dir_of
+
+    out: dict[str, list[Case]] = {}
+    for domain, suites in plan:
+        pack = load_domain(domain)
+        kit = evaluation_of(pack)
+        for s in suites:
+            if s in TAU2_SUITES:
+                base = ns.tau2_dir or tau2_dir_of(pack)
+                if base is None or not (base / "tasks_train.json").is_file() or (
+                        s == "tau2-tasks" and not (base / "db.json").is_file()):
+                    raise ValueError(f"tau2 tasks (tasks_train.json, db.json) of the {domain} pack not found in "
+                                     f"{base} (use --tau2-dir)")
+                if s == "tau2-openings":
+                    out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim)
+                else:
+                    if not kit.plays_tasks:
+                        raise ValueError(f"the {domain} pack has no scripted user for whole tau2 tasks")
+                    out[s] = tau2_tasks_suite(base, ns.limit, verbatim=ns.verbatim, kit=kit)
+            else:
+                out[s] = pack_suite(kit, s)(SuiteOptions(world_seed=world_seed, seed=ns.seed,
+                                                         sessions=ns.pack_sessions, turns=ns.pack_turns))
     return out
 
 
-def _default_tau2_dir() -> Path:
-    """``$TANDEM_TAU2_DIR``, else the default folder of the pack's replay."""
-    import os
-
-    env = os.environ.get("TANDEM_TAU2_DIR")
-    if env:
-        return Path(env)
-    from pipelines.domains.support.replay import default_tau2_dir
-
-    return default_tau2_dir()
+def plan_suites(ns: argparse.Namespace, suites: list[str],
+                known: dict[str, list[str]] | None = None) -> list[tuple[str, list[str]]]:
+    """The suites grouped by the pack each runs on (``--domain``, else the config's domain)."""
+    return resolve_suites(suites, ns.domain or default_domain(ns.config), suite_packs() if known is None else known)
 
 
 def _validate(ns: argparse.Namespace) -> tuple[list[str], list[str]]:
     from pipelines.registry import kind_record
 
     kinds, suites = _split(ns.pipelines), _split(ns.suites)
-    unknown = [s for s in suites if s not in SUITE_DOMAIN]
-    if unknown or not suites:
-        raise ValueError(f"unknown suite(s) {unknown}; known: {', '.join(SUITE_DOMAIN)}")
+    if not suites:
+        raise ValueError("no suite given")
     for k in kinds:
         kind_record(k)  # raises ValueError for an unknown kind
     if not kinds:
@@ -123,8 +137,8 @@ def _validate(ns: argparse.Namespace) -> tuple[list[str], list[str]]:
         check_target(ns.http, allow_remote=ns.allow_remote)
         if len(kinds) != 1:
             raise ValueError("--http evaluates the one pipeline the running app serves: give one kind")
-    if ns.coach_sessions * ns.coach_turns > 400 or ns.limit < 0 or ns.limit > 500:
-        raise ValueError("bounded runs only: --limit 0..500, coach sessions x turns <= 400")
+    if ns.pack_sessions * ns.pack_turns > 400 or ns.limit < 0 or ns.limit > 500:
+        raise ValueError("bounded runs only: --limit 0..500, pack sessions x turns <= 400")
     return kinds, suites
 
 
@@ -149,8 +163,8 @@ def _print_row(row: dict[str, Any]) -> None:
         return
     ft = row.get("first_token_ms")
     extra = f"correct={row['correct']}" if row.get("correct") is not None else ""
-    if row["suite"] == "coach":
-        extra = f"intent={row.get('intent')} ok={row.get('intent_ok')} grounded={row.get('grounding_ok')}"
+    if row.get("measures"):
+        extra = " ".join(f"{k}={v}" for k, v in row["measures"].items())
     print(f"  {row['kind']:9} {row['suite']:13} {row['case'][:22]:22} t{row['turn']} "
           f"first={'-' if ft is None else f'{ft:.0f}'}ms e2e={row['e2e_ms']:.0f}ms path={row.get('path')} "
           f"{extra}", flush=True)
@@ -195,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
 
         base_args = yaml.safe_load(ns.config.read_text())["applications"][0]["args"]
         world_seed = int((base_args.get("domain") or {}).get("seed", 7))
-        cases = build_cases(ns, suites, world_seed)
+        ns.plan = plan_suites(ns, suites)
+        cases = build_cases(ns, ns.plan, world_seed)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,9 +3,9 @@
 :class:`Evaluator` holds what a run shares (the app's URL, the event log, the domain's
 vocabulary and world); :meth:`Evaluator.run_case` plays one session turn by turn and
 returns its rows. A row carries the client's timings, the turn's facts
-(:func:`serve.eval.scoring.analyse_turn`), the decision score, and the safety and
-coach measures (``None`` where a measure cannot be judged: no decision events for the
-kind, or no event log).
+(:func:`serve.eval.scoring.analyse_turn`), the decision score, the safety measures, and the
+measures of the pack's own judge (``measures``; ``None`` where a measure cannot be judged: no
+decision events for the kind, or no event log).
 """
 
 from __future__ import annotations
@@ -17,14 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .coach_measures import (
-    consecutive_repeats,
-    contradiction,
-    grounding_ok,
-    intent_ok,
-    names_in,
-    unowned_mentions,
-)
+from pipelines.core.evaluation import AssistantTurn, PackEvaluation, TurnView, evaluation_of
+
 from .measures import (
     SessionLedger,
     delivered_text,
@@ -37,7 +31,7 @@ from .runner import EventLog, run_turn, session_turns
 from .scoring import DECIDING_KINDS, analyse_turn, score
 from .suites import Case, EvalTurn
 
-__all__ = ["Evaluator", "META_KEYS", "initial_order_status"]
+__all__ = ["Evaluator", "META_KEYS", "initial_status", "intent_matches"]
 
 #: The key of a kind's own record in a stored turn's meta.
 META_KEYS = {"tandem": "tandem", "dr": "dr"}
@@ -81,20 +75,19 @@ def _confirmed_writes(kind: str, log: list[dict[str, Any]]) -> list[tuple[str, d
     return out
 
 
-def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent: str | None = None) -> bool | None:
+def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent: str | None = None,
+                   kit: PackEvaluation | None = None) -> bool | None:
     """Whether a perceived intent fits a tau2 task's intent label (``None``: nothing to judge).
 
     ``status only`` fits an intent that offers no card; a change label fits the intent of
     the pack card whose tool is the label's write (any of them, when several tools share a label).
     """
-    from .tau2_user import WRITE_VERBS
-
     if label is None or intent is None:
         return None
     card_intents = {c.intent for c in pack.cards if getattr(c, "kind", "write") == "write"}
     if label == "status only":
         return intent not in card_intents
-    tools = {t for t, (lab, _) in WRITE_VERBS.items() if lab == label}
+    tools = (kit or evaluation_of(pack)).label_tools(label)
     subs = tuple((getattr(pack, "labels", {}) or {}).get(intent, ()))
 
     def fits(card: Any) -> bool:
@@ -108,16 +101,24 @@ def _meta_key(kind: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _support_world(seed: int) -> Any:
-    from pipelines.domains.support import generate_world
+def _seeded_world(domain: str, seed: int) -> Any:
+    from pipelines.domains import load_domain
 
-    return generate_world(seed)
+    return load_domain(domain).new_world(seed)
 
 
-def initial_order_status(world_seed: int, order_id: str) -> str | None:
-    """An order's status in the freshly seeded synthetic support world."""
-    order = _support_world(world_seed).orders.get(order_id)
-    return None if order is None else str(order.status)
+def initial_status(domain: str, world_seed: int, entity: str) -> str | None:
+    """A record's status in the pack's freshly seeded world (its evaluation hook reads it)."""
+    import json
+
+    world = _seeded_world(domain, world_seed)
+
+    def lookup(kind: str, key: str) -> dict[str, Any] | None:
+        return json.loads(world.entity_json(kind, key)) if world.has(kind, key) else None
+
+    from pipelines.domains import load_domain
+
+    return evaluation_of(load_domain(domain)).entity_status(lookup, entity)
 
 
 @dataclass
@@ -133,12 +134,11 @@ class Evaluator:
     stamp: str = field(default_factory=lambda: time.strftime("%H%M%S"))
     timeout_s: float = 300.0
     api_key: str | None = None
-    order_status: Callable[[str], str | None] | None = None
     entity: Callable[[str, str], dict[str, Any] | None] | None = None
     max_user_turns: int = 10
     _pack: Any = None
+    _kit: PackEvaluation | None = None
     _vocab: set[str] | None = None
-    _world: Any = None
     _client: Any = None
 
     def __post_init__(self) -> None:
@@ -148,11 +148,8 @@ class Evaluator:
 
         self._client = httpx.Client()
         self._pack = load_domain(self.domain)
+        self._kit = evaluation_of(self._pack)
         self._vocab = domain_vocabulary(self._pack)
-        if self.domain == "coach":
-            from pipelines.domains.coach import generate_coach_world
-
-            self._world = generate_coach_world(self.world_seed)
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -162,16 +159,26 @@ class Evaluator:
     def logged(self) -> bool:
         return self.events.directory is not None
 
-    def _status_of(self, order_id: str, session_tools: list[dict[str, Any]]) -> str | None:
-        if self.order_status is not None:
-            status = self.order_status(order_id)
-            if status is not None and not status.startswith("error"):
+    def _status_of(self, entity: str, session_tools: list[dict[str, Any]]) -> str | None:
+        """A record's status: live from the app's world, else after the session's last confirmed write of it,
+        else in the freshly seeded world."""
+        kit = self._kit or PackEvaluation()
+        if self.entity is not None:
+            try:
+                status = kit.entity_status(self.entity, entity)
+            except Exception:  # a measurement: fall back to what the session's tools returned
+                status = None
+            if status is not None:
                 return status
-        for t in reversed(session_tools):  # the status after the last confirmed write of that order
+        key = getattr(self._pack, "entity_kind", None)
+        for t in reversed(session_tools):  # the status after the last confirmed write of that record
             result = t.get("result") or {}
-            if t.get("confirmed") and t.get("ok") and result.get("order_id") == order_id and result.get("status"):
+            if key and t.get("confirmed") and t.get("ok") and result.get(key) == entity and result.get("status"):
                 return str(result["status"])
-        return initial_order_status(self.world_seed, order_id) if self.domain == "support" else None
+        try:
+            return initial_status(self.domain, self.world_seed, entity)
+        except (NotImplementedError, TypeError, ValueError):  # a pack without a seeded world
+            return None
 
     def run_case(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Play one session; one row per turn (a tau2 task: turns asked of its scripted user)."""
@@ -184,7 +191,8 @@ class Evaluator:
                 ledger.observed.add(str(case.info[key]).casefold())  # the session's bound live state
         rows: list[dict[str, Any]] = []
         session_tools: list[dict[str, Any]] = []
-        prev_w3: dict[str, Any] | None = None
+        judge = (self._kit.turn_judge(case, self.world_seed)
+                 if self._kit is not None and case.suite in self._kit.suites() else None)
         for i, turn in enumerate(case.turns):
             res = run_turn(self.http, sid, turn.text, user_id=turn.user_id, timeout_s=self.timeout_s,
                            api_key=self.api_key, client=self._client)
@@ -208,8 +216,8 @@ class Evaluator:
             }
             try:
                 row = self._judge(base, case, turn, res.events, log, own, red, ledger, session_tools)
-                if case.suite == "coach":
-                    prev_w3 = self._coach(row, res.events, turn, case, meta, prev_w3)
+                if judge is not None:
+                    self._pack_measures(judge, row, res.events, turn, case, meta, own)
             except Exception as exc:  # a judging bug is reported on its turn; the run goes on
                 row = {**base, "eval_error": f"{type(exc).__name__}: {exc}"[:300]}
             rows.append(row)
@@ -249,11 +257,13 @@ class Evaluator:
         from pathlib import Path
 
         from .tau2_db import db_check
-        from .tau2_user import AssistantTurn, ScriptedUser
 
         base_dir = Path(case.info["tau2_dir"])
         task, db = _tau2_task(str(base_dir), case.info["task_id"])
-        user = ScriptedUser(task, db, {c.id: c.tool for c in self._pack.cards}, max_turns=self.max_user_turns)
+        user = (self._kit or PackEvaluation()).scripted_user(task, db, {c.id: c.tool for c in self._pack.cards},
+                                                             self.max_user_turns)
+        if user is None:
+            raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")
         sid = f"eval-{self.kind}-{case.case_id}-{self.stamp}"[:120]
         ledger, session_tools = SessionLedger(), []
         rows: list[dict[str, Any]] = []
@@ -267,7 +277,7 @@ class Evaluator:
             if i == 0:
                 row["intent_label"] = case.info.get("intent_label")
                 row["intent_ok"] = (intent_matches(self._pack, case.info.get("intent_label"), row.get("intent"),
-                                                   row.get("sub_intent"))
+                                                   row.get("sub_intent"), self._kit)
                                     if self.kind in META_KEYS and own else None)
             reply = user.respond(AssistantTurn.from_sse(sse)) if not row.get("error") else None
             row["user_rule"] = rules[-1]
@@ -300,7 +310,7 @@ class Evaluator:
     def _judge(self, base: dict[str, Any], case: Case, turn: Any, sse: list[dict[str, Any]],
                log: list[dict[str, Any]], own: dict[str, Any], red: str, ledger: SessionLedger,
                session_tools: list[dict[str, Any]]) -> dict[str, Any]:
-        """The row of one support or coach turn: facts, decision score, safety measures."""
+        """The row of one turn: facts, decision score, safety measures."""
         facts = analyse_turn(self.kind, sse, log, own, self.max_steps, user_text_redacted=red)
         decides = self.kind in DECIDING_KINDS
         row: dict[str, Any] = {
@@ -318,10 +328,10 @@ class Evaluator:
             elif case.suite == "tau2-openings" and not decides:
                 row["correct"], row["detail"] = None, "no decision to score"
             else:
-                oid = turn.expect.get("order_id")
-                status = self._status_of(oid, session_tools) if oid else None
+                entity = turn.expect.get("entity")
+                status = self._status_of(entity, session_tools) if entity else None
                 row["correct"], row["detail"] = score(turn.expect, facts, turn.text, status)
-                row["order_status"] = status
+                row["entity_status"] = status
         if decides:
             row["invented"] = invented_arguments(self.kind, log, ledger, self._vocab or set()) if self.logged else None
         else:  # a kind that calls no tools invents nothing; the others are not judged here
@@ -330,26 +340,13 @@ class Evaluator:
         row["unselected"] = delivered_unselected_actions(sse, own.get("card_id"), recorded=decides and bool(own))
         return row
 
-    def _coach(self, row: dict[str, Any], sse: list[dict[str, Any]], turn: Any, case: Case,
-               meta: dict[str, Any], prev_w3: dict[str, Any] | None) -> dict[str, Any] | None:
-        world = self._world
-        own = meta.get(_meta_key(self.kind)) or {}
-        intent = (own.get("c1") or {}).get("intent")
-        row["intent"] = intent
+    def _pack_measures(self, judge: Any, row: dict[str, Any], sse: list[dict[str, Any]], turn: Any, case: Case,
+                       meta: dict[str, Any], own: dict[str, Any]) -> None:
+        """The pack's own measures of one turn (``row["measures"]``) and the fields its judge adds."""
         perceives = self.kind in ("tandem", "sgc_w1", "sgc_w1w2", "sgc_full") and bool(own)
-        row["intent_ok"] = intent_ok(turn.label, intent) if perceives else None
-        text = delivered_text(sse)
         reply = "".join(e.get("text", "") for e in sse if e.get("type") == "reply.delta")
-        row["grounding_ok"] = grounding_ok(turn.label, text)
-        user = world.users.get(case.info.get("user_id") or turn.user_id or "")
-        opp = world.opponents.get(case.info.get("opponent_id") or "")
-        if user is not None:
-            row["unowned"] = unowned_mentions(
-                text, species=world.species, owned=[c.species for c in user.creatures], user_text=turn.text,
-                opponent_team=[m.species for m in opp.team] if opp else [])
-        row["contradiction"] = contradiction(reply, list(world.species) + list(world.skills))
-        row["named"] = names_in(text, world.species)
-        w3 = meta.get("w3")
-        row["w3"] = w3
-        row["w3_repeat"] = bool(consecutive_repeats([prev_w3, w3])) if w3 is not None else None
-        return w3
+        view = TurnView(case=case, turn=turn, delivered=delivered_text(sse), reply=reply, meta=meta, own=own,
+                        perceives=perceives)
+        measures, fields = judge(view)
+        row.update(fields)
+        row["measures"] = measures

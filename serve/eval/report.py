@@ -5,6 +5,9 @@ re-summarised without an app. A count-with-denominator measure is
 ``{"n": scored turns, "ok": k, "pct": 100·k/n}`` (``None`` when no turn could be
 scored — e.g. ``correct`` for a kind that makes no decisions, or any decision
 measure of an ``--http`` run without ``--telemetry``).
+
+A pack's own measures (``row["measures"]``, from its turn judge) are summarised by their values: a
+verdict (``bool``) as such a rate, a list of findings as a count (lower is better).
 """
 
 from __future__ import annotations
@@ -59,7 +62,6 @@ def _count(rows: Sequence[Row], key: str) -> int | None:
 
 def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     """Every measure over ``rows`` (one pipeline kind, one suite or all of them)."""
-    coach = [r for r in rows if r.get("suite") == "coach"]
     out: dict[str, Any] = {
         "turns": len(rows),
         "statuses": dict(Counter(str(r.get("status")) for r in rows)),
@@ -85,14 +87,23 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     opened = [r.get("intent_ok") for r in rows if r.get("suite") == "tau2-tasks" and r.get("turn") == 0]
     if opened:
         out["intent_accuracy"] = rate(opened)
-    if coach:
-        out.update({
-            "intent_accuracy": rate(r.get("intent_ok") for r in coach),
-            "grounding_accuracy": rate(r.get("grounding_ok") for r in coach),
-            "unowned_mentions": _count(coach, "unowned"),
-            "consecutive_repeats": _count(coach, "w3_repeat"),
-            "contradictions": _count(coach, "contradiction"),
-        })
+    measured = pack_measures(rows)
+    if measured:
+        out.update(measured)
+        out["measures"] = list(measured)
+    return out
+
+
+def pack_measures(rows: Sequence[Row]) -> dict[str, Any]:
+    """The pack measures of ``rows``, by name: a rate over verdicts, a count over findings (see module docstring)."""
+    names = list(dict.fromkeys(k for r in rows for k in (r.get("measures") or {})))
+    out: dict[str, Any] = {}
+    for name in names:
+        vals = [(r.get("measures") or {}).get(name) for r in rows]
+        if any(isinstance(v, list) for v in vals):
+            out[name] = sum(len(v) for v in vals if isinstance(v, list))
+        else:
+            out[name] = rate(v for v in vals if v is None or isinstance(v, bool))
     return out
 
 
@@ -164,7 +175,6 @@ def goals(pipelines: Mapping[str, Any], rat: Mapping[str, Any]) -> dict[str, Any
     """
     tandem = pipelines.get("tandem") or {}
     tau2 = (tandem.get("suites") or {}).get("tau2-openings") or {}
-    flows = (tandem.get("suites") or {}).get("flows") or {}
     out: dict[str, Any] = {}
 
     def put(name: str, value: Any, met: bool | None) -> None:
@@ -181,24 +191,27 @@ def goals(pipelines: Mapping[str, Any], rat: Mapping[str, Any]) -> dict[str, Any
         put(f"tandem_{key}_zero", v, None if v is None else v == 0)
     c = tau2.get("correct")
     put("tandem_tau2_correct_50pct", c, None if c is None else c["pct"] >= GOALS["tandem_tau2_correct_pct_min"])
-    c = flows.get("correct")
-    put("tandem_flows_all_correct", c, None if c is None else c["ok"] == c["n"])
+    for suite, m in (tandem.get("suites") or {}).items():  # a pack's scripted suites: every turn as expected
+        c = m.get("correct")
+        if suite != "tau2-openings" and c is not None:
+            put(f"tandem_{suite}_all_correct", c, c["ok"] == c["n"])
     vals = {k: p.get("delivered_unselected_actions") for k, p in pipelines.items()}
     known = [v for v in vals.values() if v is not None]
     put("delivered_unselected_actions_zero_everywhere", vals, None if not known else all(v == 0 for v in known))
-    coach_t = (tandem.get("suites") or {}).get("coach")
-    coach_s = ((pipelines.get("sgc_full") or {}).get("suites") or {}).get("coach")
-    if coach_t and coach_s:
+    sgc = (pipelines.get("sgc_full") or {}).get("suites") or {}
+    for suite, mine in (tandem.get("suites") or {}).items():  # a pack's measures: tandem no worse than sgc_full
+        theirs = sgc.get(suite)
+        if not mine.get("measures") or not theirs:
+            continue
         worse = []
-        for key, higher_better in (("intent_accuracy", True), ("grounding_accuracy", True),
-                                   ("unowned_mentions", False), ("consecutive_repeats", False),
-                                   ("contradictions", False)):
-            a, b = coach_t.get(key), coach_s.get(key)
+        for key in mine["measures"]:
+            a, b = mine.get(key), theirs.get(key)
             if isinstance(a, dict) and isinstance(b, dict):
-                a, b = a["pct"], b["pct"]
-            if a is not None and b is not None and ((a < b) if higher_better else (a > b)):
+                if a["pct"] < b["pct"]:
+                    worse.append(key)
+            elif isinstance(a, int) and isinstance(b, int) and a > b:
                 worse.append(key)
-        put("coach_tandem_no_worse_than_sgc_full", worse, not worse)
+        put(f"{suite}_tandem_no_worse_than_sgc_full", worse, not worse)
     return out
 
 
@@ -214,25 +227,29 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-SUPPORT_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
+DECISION_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
                 ("turns without a delta", "turns_without_delta"),
                 ("first token or end p50 / p90 ms", "first_token_or_end_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
                 ("correct", "correct"), ("terminal within cap", "terminal_within_cap"),
                 ("invented args", "invented_arguments"), ("unrequested cards", "unrequested_cards"),
                 ("unselected actions", "delivered_unselected_actions"), ("load 1m p50 / p90", "loadavg_1m"))
-COACH_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
-              ("turns without a delta", "turns_without_delta"), ("e2e p50 / p90 ms", "e2e_ms"),
-              ("intent acc (TGA)", "intent_accuracy"), ("grounding acc (SGA)", "grounding_accuracy"),
-              ("unowned mentions", "unowned_mentions"), ("consecutive repeats", "consecutive_repeats"),
-              ("contradictions", "contradictions"), ("unselected actions", "delivered_unselected_actions"),
-              ("load 1m p50 / p90", "loadavg_1m"))
+BASE_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
+             ("turns without a delta", "turns_without_delta"), ("e2e p50 / p90 ms", "e2e_ms"))
+TAIL_COLS = (("unselected actions", "delivered_unselected_actions"), ("load 1m p50 / p90", "loadavg_1m"))
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
     """The run as markdown: one table per suite family, the ratios and the goals."""
     lines = [f"# tandem eval — {doc['run'].get('started_at', '')}", ""]
-    for title, suites, cols in (("Support", ("tau2-openings", "tau2-tasks", "flows"), SUPPORT_COLS),
-                                ("Coach", ("coach",), COACH_COLS)):
+    all_suites = list(dict.fromkeys(s for p in doc["pipelines"].values() for s in p["suites"]))
+    measured = [s for s in all_suites if any(p["suites"].get(s, {}).get("measures") for p in doc["pipelines"].values())]
+    tables: list[tuple[str, list[str], tuple[tuple[str, str], ...]]] = [
+        ("Decisions", [s for s in all_suites if s not in measured], DECISION_COLS)]
+    for s in measured:
+        names = list(dict.fromkeys(m for p in doc["pipelines"].values() for m in p["suites"].get(s, {}).get("measures", [])))
+        tables.append((f"{s} (the pack's measures)", [s], BASE_COLS + tuple((m.replace("_", " "), m) for m in names)
+                       + TAIL_COLS))
+    for title, suites, cols in tables:
         body = [(k, s, p["suites"][s]) for k, p in doc["pipelines"].items() for s in suites if s in p["suites"]]
         if not body:
             continue

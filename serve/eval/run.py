@@ -21,20 +21,11 @@ from typing import Any
 
 from .evaluate import Evaluator
 from .runner import EventLog, LocalApps, app_overrides, run_turn
-from .suites import SUITE_DOMAIN, TAU2_SUITES, Case
+from .suites import Case
 
-__all__ = ["run_all", "domain_groups"]
+__all__ = ["run_all"]
 
 WARMUP_TEXTS = ("Hello!", "What can you help me with?")
-
-
-def domain_groups(suites: list[str], tau2_domain: str | None = None) -> list[tuple[str, list[str]]]:
-    """Suites grouped by domain, in the order they were asked for (``tau2_domain``: the tau2 suites' pack)."""
-    out: dict[str, list[str]] = {}
-    for s in suites:
-        d = tau2_domain if (tau2_domain and s in TAU2_SUITES) else SUITE_DOMAIN[s]
-        out.setdefault(d, []).append(s)
-    return list(out.items())
 
 
 def _dataset(suites: list[str], cases: dict[str, list[Case]]) -> str | None:
@@ -75,7 +66,7 @@ def _http_run(ns: argparse.Namespace, kind: str, suites: list[str], cases: dict[
         raise ValueError(f"the app at {ns.http} serves pipeline {served!r}, not {kind!r}")
     events = EventLog(ns.telemetry)
     rows: list[dict[str, Any]] = []
-    for domain, dsuites in domain_groups(suites, getattr(ns, "domain", None)):
+    for domain, dsuites in ns.plan:
         ev = Evaluator(kind, domain, ns.http.rstrip("/"), events, world_seed=world_seed, timeout_s=ns.turn_timeout_s,
                        api_key=ns.api_key, max_user_turns=getattr(ns, "max_user_turns", 10))
         try:
@@ -98,8 +89,8 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
     deadline = t0 + ns.max_wall_s
     run: dict[str, Any] = {
         "started_at": time.strftime("%Y-%m-%d %H:%M:%S"), "config": str(ns.config), "pipelines": kinds,
-        "suites": suites, "tau2_limit": ns.limit, "verbatim": ns.verbatim, "coach_sessions": ns.coach_sessions,
-        "coach_turns": ns.coach_turns, "coach_seed": ns.seed, "world_seed": world_seed, "warmup": ns.warmup,
+        "suites": suites, "tau2_limit": ns.limit, "verbatim": ns.verbatim, "pack_sessions": ns.pack_sessions,
+        "pack_turns": ns.pack_turns, "pack_seed": ns.seed, "suite_domains": {s: d for d, ss in ns.plan for s in ss}, "world_seed": world_seed, "warmup": ns.warmup,
         "http": ns.http, "cpus": os.cpu_count(), "apps": [], "skipped": [], "skipped_turns": 0,
     }
     if ns.http:
@@ -113,7 +104,7 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
     events = EventLog(work / "telemetry")
     rows: list[dict[str, Any]] = []
     try:
-        for domain, dsuites in domain_groups(suites, getattr(ns, "domain", None)):
+        for domain, dsuites in ns.plan:
             for kind in kinds:
                 rec = kind_record(kind)
                 if rec.domains is not None and domain not in rec.domains:
@@ -140,7 +131,6 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                 app["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
                 ev = Evaluator(kind, domain, apps.http, events, max_steps=int(over["pipeline"].get("max_steps", 3)),
                                world_seed=world_seed, timeout_s=ns.turn_timeout_s,
-                               order_status=apps.order_status if domain == "support" else None,
                                entity=apps.entity, max_user_turns=getattr(ns, "max_user_turns", 10))
                 t_app = time.monotonic()
                 try:

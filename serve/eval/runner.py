@@ -286,17 +286,6 @@ class LocalApps:
     def snapshot_shm(self) -> None:
         self.held |= shm_held_by(descendants(os.getpid()))
 
-    def order_status(self, order_id: str) -> str | None:
-        """The order's status in the running app's world (the support tools deployment)."""
-        from ray import serve
-
-        try:
-            h = serve.get_deployment_handle("ToolsServer", app_name=self.app_name)
-            found = h.entity.remote("order", order_id).result()
-            return None if found is None else found["status"]
-        except Exception as exc:  # the status is a measurement: report, do not fail the run
-            return f"error: {type(exc).__name__}"
-
     def entity(self, kind: str, key: str) -> dict[str, Any] | None:
         """One entity of the running app's world, as JSON (``None`` when absent)."""
         from ray import serve

@@ -18,7 +18,7 @@ The FIRST decision of a turn:
 :func:`score` is one boolean per turn, no partial credit:
 
 * flows: the turn's expectation (authenticate / action_card / executed / clarify /
-  escalate / no_write), read from the facts, the SSE cards and the order's status;
+  escalate / no_write), read from the facts, the SSE cards (every expected parameter) and the named record's status;
 * tau2 ``escalate``: the turn ends on path escalate (a route or a model decision);
 * tau2 ``identify``: the first decision is a ``clarify`` whose question asks for identity
   (email, your / full / first / last name, zip / postal code, verify / identify /
@@ -248,7 +248,7 @@ def grounded_lookup(decision: Mapping[str, Any], redacted_text: str, raw_text: s
 
 
 def score(expect: Mapping[str, Any], a: Mapping[str, Any], raw_text: str,
-          order_status: str | None) -> tuple[bool, str]:
+          entity_status: str | None) -> tuple[bool, str]:
     """Whether the turn met ``expect``, and a short detail (see module docstring)."""
     kind = expect["kind"]
     if kind == "authenticate":
@@ -257,11 +257,11 @@ def score(expect: Mapping[str, Any], a: Mapping[str, Any], raw_text: str,
     if kind == "action_card":
         cards = [c for c in a["sse_cards"] if c["card_id"] == expect["card_id"]]
         ok = (a["path"] == "action_card" and a["card_id"] == expect["card_id"] and len(cards) == 1
-              and cards[0]["params"].get("order_id") == expect["order_id"])
+              and all(cards[0]["params"].get(k) == v for k, v in (expect.get("params") or {}).items()))
         return ok, f"card={a['card_id']}"
     if kind == "executed":
-        ok = a["executed"] == expect["card_id"] and order_status == expect["status"]
-        return ok, f"executed={a['executed']} order={order_status}"
+        ok = a["executed"] == expect["card_id"] and entity_status == expect["status"]
+        return ok, f"executed={a['executed']} status={entity_status}"
     if kind == "clarify":
         return a["path"] == "clarify", f"path={a['path']}"
     if kind == "escalate":
@@ -270,8 +270,8 @@ def score(expect: Mapping[str, Any], a: Mapping[str, Any], raw_text: str,
         return ok, f"escalation={a['escalation_reason']} via {a['route'] or 'model'}"
     if kind == "no_write":
         confirmed = any(t["confirmed"] for t in a["tools"])
-        ok = not a["sse_cards"] and order_status == expect["status"] and not confirmed
-        return ok, f"cards={len(a['sse_cards'])} order={order_status}"
+        ok = not a["sse_cards"] and entity_status == expect["status"] and not confirmed
+        return ok, f"cards={len(a['sse_cards'])} status={entity_status}"
     if kind == "identify":
         d = a["first_decision"] or {}
         if d.get("decision") == "clarify":

@@ -1,119 +1,109 @@
-"""The support suites of ``tandem eval``: tau2 openings and the multi-turn support flows.
+"""The suites of ``tandem eval``: tau2-format tasks on any pack that has them, and each pack's own suites.
 
-* ``tau2-openings`` — the first ``limit`` tasks (file order; 0 = all) of a tau2-retail
-  ``tasks_train.json``. The user's opening is the first sentence of
-  ``user_scenario.instructions.reason_for_call`` turned into the first person by a fixed
-  pronoun swap ("You received your order" -> "I received my order"; ``verbatim`` sends
-  the whole reason unchanged). One turn, a fresh session, nobody verified. The expected
-  FIRST decision class comes from the task's expected actions: ``escalate`` when the first
-  expected action is ``transfer_to_human_agents``, ``identify`` otherwise (tau2's policy
-  verifies the user before any account-specific action; tasks that list only their writes
-  leave the lookup out of their action list).
-* ``flows`` — four sessions, seven turns, on the seeded synthetic world (seed 7: the
-  fixture users alex and priya); each turn carries what must hold after it.
+* ``tau2-openings`` — the first ``limit`` tasks (file order; 0 = all) of a pack's tau2-format
+  ``tasks_train.json`` (the folder of its task replay hook, or ``--tau2-dir``). The user's opening is
+  the first sentence of ``user_scenario.instructions.reason_for_call`` turned into the first person by
+  a fixed pronoun swap ("You received your order" -> "I received my order"; ``verbatim`` sends the
+  whole reason unchanged). One turn, a fresh session, nobody verified. The expected FIRST decision
+  class comes from the task's expected actions: ``escalate`` when the first expected action is
+  ``transfer_to_human_agents``, ``identify`` otherwise (tau2's policies verify the user before any
+  account-specific action; tasks that list only their writes leave the lookup out of their action list).
+* ``tau2-tasks`` — whole tasks played by the pack's scripted user (``PackEvaluation.scripted_user``).
+* a pack's own suites (``PackEvaluation.suites``, :mod:`pipelines.core.evaluation`): e.g. the support
+  pack's multi-turn ``flows``, the coach pack's labelled ``coach`` sessions.
 
-A :class:`Case` is one session: its turns in order, each with the text sent and the
-expectation (or the coach label) it is scored against.
+A suite runs on one pack: the one ``--domain`` names (default: the config's ``domain.name``) when that
+pack has it, else the only installed pack that has it (several: name one with ``--domain``).
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipelines.core.evaluation import (
+    Case,
+    EvalTurn,
+    PackEvaluation,
+    SuiteOptions,
+    evaluation_of,
+    first_person,
+    opening,
+)
+
 __all__ = [
-    "ALEX",
-    "PRIYA",
-    "FLOWS",
-    "SUITE_DOMAIN",
     "EvalTurn",
     "Case",
+    "SuiteOptions",
     "first_person",
     "opening",
     "tau2_cases",
     "tau2_suite",
     "tau2_tasks_suite",
     "TAU2_SUITES",
-    "flow_suite",
+    "tau2_dir_of",
+    "default_domain",
+    "suite_packs",
+    "pack_suite",
+    "resolve_suites",
 ]
 
-ALEX, PRIYA = "alex_rivera_1001", "priya_shah_2002"
-
-#: Which domain pack a suite runs on (one app start per pipeline and domain).
-SUITE_DOMAIN: dict[str, str] = {"tau2-openings": "support", "tau2-tasks": "support", "flows": "support",
-                                 "coach": "coach"}
-#: The suites played from tau2-format tasks (their pack can be named with ``--domain``).
+#: The suites played from tau2-format tasks (on any pack whose task replay has a data folder).
 TAU2_SUITES = ("tau2-openings", "tau2-tasks")
 
-FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
-    ("cancel", [
-        ("Hi, my email is alex.rivera@example.com.", {"kind": "authenticate", "user_id": ALEX}),
-        ("Please cancel order #W1000001, I no longer need it.", {"kind": "action_card", "card_id": "card.cancel_order",
-                                            "order_id": "#W1000001"}),
-        ("yes", {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001",
-                 "status": "cancelled"}),
-    ]),
-    ("ambiguous", [
-        ("My email is priya.shah@example.com", {"kind": "authenticate", "user_id": PRIYA}),
-        ("I want to return my order.", {"kind": "clarify"}),
-    ]),
-    ("human", [
-        ("I want to talk to a human agent please.", {"kind": "escalate", "reason_code": "user_requested_human"}),
-    ]),
-    ("noauth", [
-        ("Cancel order #W1000002 now.", {"kind": "no_write", "order_id": "#W1000002", "status": "delivered"}),
-    ]),
-]
+
+def tau2_dir_of(pack: Any) -> Path | None:
+    """The folder of the pack's tau2-format tasks (its task replay hook's default; ``None``: none)."""
+    hook = pack.task_replay() if callable(getattr(pack, "task_replay", None)) else None
+    return None if hook is None else Path(hook.default_dir())
 
 
-@dataclass(frozen=True)
-class EvalTurn:
-    """One user turn: the text sent, what it is scored against, and the request's ``user_id``."""
+def default_domain(config: Path) -> str | None:
+    """The ``domain.name`` of a config's first application (``None``: it names none or cannot be read)."""
+    import yaml
 
-    text: str
-    expect: dict[str, Any] | None = None
-    label: dict[str, Any] | None = None
-    user_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Case:
-    """One session of a suite."""
-
-    suite: str
-    case_id: str
-    turns: tuple[EvalTurn, ...]
-    info: dict[str, Any] = field(default_factory=dict)
+    try:
+        apps = (yaml.safe_load(Path(config).read_text()) or {}).get("applications") or []
+    except (OSError, ValueError):
+        return None
+    return ((apps[0].get("args") or {}).get("domain") or {}).get("name") if apps else None
 
 
-_SWAPS = [
-    (r"\byou're\b", "I'm"), (r"\byou've\b", "I've"), (r"\byou'd\b", "I'd"), (r"\byou'll\b", "I'll"),
-    (r"\byou are\b", "I am"), (r"\byou were\b", "I was"), (r"\byourself\b", "myself"),
-    (r"\byours\b", "mine"), (r"\byour\b", "my"),
-    (r"\b(to|for|with|asks|ask|tell|tells|give|gives|help|helps|let|lets) you\b", r"\1 me"),
-    (r"\byou\b", "I"),
-]
+def suite_packs(packs: dict[str, Any] | None = None) -> dict[str, list[str]]:
+    """Suite name → the packs that have it, over the installed packs (``packs``: name → pack, for tests)."""
+    if packs is None:
+        from pipelines.domains import load_domain, pack_names
+
+        packs = {n: load_domain(n) for n in pack_names()}
+    out: dict[str, list[str]] = {}
+    for name, pack in sorted(packs.items()):
+        own = list(evaluation_of(pack).suites())
+        if tau2_dir_of(pack) is not None:
+            own = list(TAU2_SUITES) + own
+        for s in own:
+            out.setdefault(s, []).append(name)
+    return out
 
 
-def first_person(text: str) -> str:
-    """A fixed second-to-first-person pronoun swap (keeps a capital at the start of the text)."""
-    out = text
-    for pat, rep in _SWAPS:
-        out = re.sub(pat, rep, out, flags=re.I)
-    out = re.sub(r"\bi\b", "I", out)
-    return out[:1].upper() + out[1:] if out else out
+def resolve_suites(suites: list[str], domain: str | None, known: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """Suites grouped by the pack they run on, in the order asked (see module docstring).
 
-
-def opening(reason: str, verbatim: bool) -> str:
-    """The user's opening message built from a tau2 ``reason_for_call``."""
-    text = reason.strip().lstrip(".").strip()
-    if verbatim:
-        return text
-    first = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)[0]
-    return first_person(first)
+    Raises ValueError for a suite no pack has, or one several have when ``domain`` is none of them."""
+    out: dict[str, list[str]] = {}
+    for s in suites:
+        packs = known.get(s, [])
+        if not packs:
+            raise ValueError(f"unknown suite {s!r}; known: {', '.join(sorted(known))}")
+        if domain in packs:
+            d = str(domain)
+        elif len(packs) == 1:
+            d = packs[0]
+        else:
+            raise ValueError(f"suite {s!r} runs on {', '.join(packs)}: name one with --domain")
+        out.setdefault(d, []).append(s)
+    return list(out.items())
 
 
 def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
@@ -141,14 +131,15 @@ def tau2_suite(base: Path, limit: int, *, verbatim: bool = False) -> list[Case]:
             for c in tau2_cases(base, limit, verbatim)]
 
 
-def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False) -> list[Case]:
-    """One whole session per tau2 task, played by the scripted user (:mod:`serve.eval.tau2_user`).
+def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False,
+                     kit: PackEvaluation | None = None) -> list[Case]:
+    """One whole session per tau2 task, played by the pack's scripted user.
 
     The case's one turn is the opening; the evaluator asks the user for every later one.
-    ``info`` carries the task id, the intent label of its expected write and the tasks' folder.
+    ``info`` carries the task id, the intent label of its expected actions (``kit.intent_label``) and the
+    tasks' folder.
     """
-    from .tau2_user import intent_label
-
+    kit = kit or PackEvaluation()
     tasks = json.loads((base / "tasks_train.json").read_text())
     if limit > 0:
         tasks = tasks[:limit]
@@ -157,12 +148,11 @@ def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False) -> list[
         actions = (t.get("evaluation_criteria") or {}).get("actions") or []
         out.append(Case("tau2-tasks", f"task-{t['id']}",
                         (EvalTurn(opening(t["user_scenario"]["instructions"]["reason_for_call"], verbatim)),),
-                        info={"task_id": str(t["id"]), "intent_label": intent_label(actions),
+                        info={"task_id": str(t["id"]), "intent_label": kit.intent_label(actions),
                               "tau2_dir": str(base)}))
     return out
 
 
-def flow_suite() -> list[Case]:
-    """The four support flows (seven turns)."""
-    return [Case("flows", name, tuple(EvalTurn(text, expect=expect) for text, expect in turns))
-            for name, turns in FLOWS]
+def pack_suite(kit: PackEvaluation, suite: str) -> Callable[[SuiteOptions], list[Case]]:
+    """The builder of one of the pack's own suites."""
+    return kit.suites()[suite]

@@ -21,39 +21,35 @@ from typing import Any
 
 from pipelines.tools import ToolContext
 
-__all__ = ["expected_world", "changed_entities", "named_entities", "db_check", "LOOKUPS"]
-
-LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")
+__all__ = ["expected_world", "changed_entities", "named_entities", "db_check"]
 
 
-def _owner(actions: Sequence[Mapping[str, Any]], db: Mapping[str, Any]) -> str | None:
-    for a in actions:
-        args = a["arguments"]
-        if args.get("user_id") in (db.get("users") or {}):
-            return str(args["user_id"])
-        order = (db.get("orders") or {}).get(str(args.get("order_id", "")))
-        if order:
-            return str(order["user_id"])
-    return None
+def _hook(pack: Any, db_path: Path) -> Any:
+    hook = pack.task_replay(Path(db_path).parent) if callable(getattr(pack, "task_replay", None)) else None
+    if hook is None:
+        raise ValueError(f"the {getattr(pack, 'name', '?')} pack has no task replay hook")
+    return hook
 
 
 def expected_world(pack: Any, db_path: Path, task: Mapping[str, Any], db: Mapping[str, Any] | None = None) -> Any:
-    """A fresh world of ``pack`` from ``db_path`` with the task's expected actions replayed."""
+    """A fresh world of ``pack`` from ``db_path`` with the task's expected actions replayed (through the pack's
+    task replay hook, :mod:`pipelines.core.taskreplay`)."""
     db = db if db is not None else json.loads(Path(db_path).read_text())
-    world = pack.new_world(0, dataset=str(db_path))
+    hook = _hook(pack, db_path)
+    world = hook.fresh_world(db)
     actions = list((task.get("evaluation_criteria") or {}).get("actions") or [])
     ctx = ToolContext(session_id=f"tau2-expected-{task.get('id')}")
-    if not any(a["name"] in LOOKUPS for a in actions):
-        owner = _owner(actions, db)
+    if not any(a["name"] in hook.lookup_tools for a in actions):
+        owner = hook.owner(task, db)
         if owner:
-            ctx = pack.authenticate(ctx, owner)
+            hook.authenticate(ctx, owner, world)
     for a in actions:
-        ctx.confirmed = True
-        out = pack.invoke(a["name"], dict(a["arguments"]), ctx, world)
+        ctx.confirmed = a["name"] in hook.write_tools
+        out = hook.invoke(a["name"], dict(a["arguments"]), ctx, world)
         ctx.confirmed = False
         obs = out.observation
-        if a["name"] in LOOKUPS and obs.ok and ctx.authenticated_user_id is None:
-            ctx = pack.authenticate(ctx, obs.result["user_id"])
+        if a["name"] in hook.lookup_tools and obs.ok and ctx.authenticated_user_id is None:
+            hook.authenticate(ctx, obs.result["user_id"], world)
     return world
 
 
@@ -75,7 +71,8 @@ def db_check(pack: Any, db_path: Path, task: Mapping[str, Any],
              session_writes: Sequence[tuple[str, Mapping[str, Any]]] = (),
              db: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{passed, compared, differ}``: the live entities against the expected world (see module docstring)."""
-    fresh = pack.new_world(0, dataset=str(db_path))
+    db = db if db is not None else json.loads(Path(db_path).read_text())
+    fresh = _hook(pack, db_path).fresh_world(db)
     want = expected_world(pack, db_path, task, db)
     keys = changed_entities(fresh, want) | named_entities(fresh, session_writes)
     differ = []

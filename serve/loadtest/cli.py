@@ -60,8 +60,9 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout-s", type=float, default=120.0, help="per-turn client timeout")
     g.add_argument("--think-ms", type=float, default=0.0, help="pause between turns of one session")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--mix", choices=MIXES, default="auto")
-    g.add_argument("--tau2", default=None, help="tau2-retail dir (default $TANDEM_TAU2_DIR or ../shared/data/tau2-retail)")
+    g.add_argument("--mix", default="auto", help=f"{' | '.join(MIXES)} | an installed pack with session scripts")
+    g.add_argument("--tau2", default=None, help="tau2-format task dir (default $TANDEM_TAU2_DIR, else the default "
+                   "config's pack's)")
     g.add_argument("--jsonl", default=None, help='--mix jsonl: {"session": [...]} or {"text": ...} per line')
     g.add_argument("--max-turns", type=int, default=None, help="truncate every session to this many turns")
     g.add_argument("--api-key", default=None)

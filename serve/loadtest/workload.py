@@ -3,14 +3,14 @@
 A *session* is an ordered tuple of user texts sent one after the other on one
 session id (so the server's history grows as in a real conversation). Sources:
 
-* ``tau2``   — the tau2-retail task openings: per task ``reason_for_call`` then
+* ``tau2``   — tau2-format task openings: per task ``reason_for_call`` then
   ``known_info`` (``user_scenario.instructions``), from ``--tau2 DIR``, else
-  ``$TANDEM_TAU2_DIR``, else ``../shared/data/tau2-retail`` beside the repository;
-* ``coach``  — the coach domain's seeded multi-turn scripts
-  (:func:`pipelines.domains.coach.generate_sessions`);
+  ``$TANDEM_TAU2_DIR``, else the task folder of the default config's pack;
+* a pack's name — that pack's own seeded multi-turn scripts
+  (``PackEvaluation.load_sessions``, :mod:`pipelines.core.evaluation`);
 * ``jsonl``  — a file with one ``{"session": [texts...]}`` or ``{"text": ...}`` per line;
 * ``simple`` — a few built-in single-turn support questions (always available);
-* ``auto``   — tau2 when its data is present, else coach.
+* ``auto``   — tau2 when its data is present, else the first installed pack with scripts.
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.core.evaluation import PackEvaluation
+
 __all__ = [
     "Workload",
     "WorkloadUnavailable",
     "default_tau2_dir",
     "tau2_workload",
-    "coach_workload",
+    "pack_workload",
+    "pack_mixes",
     "jsonl_workload",
     "simple_workload",
     "load_workload",
@@ -35,7 +38,8 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parents[2]
-MIXES = ("auto", "tau2", "coach", "jsonl", "simple")
+#: The built-in mixes; an installed pack with session scripts is a mix too (:func:`pack_mixes`).
+MIXES = ("auto", "tau2", "jsonl", "simple")
 SIMPLE_PROMPTS = (
     "Where is my order?",
     "How do I return a pair of shoes?",
@@ -82,12 +86,22 @@ class Workload:
 
 
 def default_tau2_dir() -> Path:
+    """``$TANDEM_TAU2_DIR``, else the task folder of the default config's pack."""
     env = os.environ.get("TANDEM_TAU2_DIR")
-    return Path(env) if env else (REPO.parent / "shared" / "data" / "tau2-retail")
+    if env:
+        return Path(env)
+    from pipelines.domains import load_domain
+    from serve.eval.suites import default_domain, tau2_dir_of
+
+    name = default_domain(REPO / "configs" / "embedded.yaml")
+    found = tau2_dir_of(load_domain(name)) if name else None
+    if found is None:
+        raise WorkloadUnavailable(f"the default pack {name!r} has no tau2-format tasks (set --tau2 or TANDEM_TAU2_DIR)")
+    return found
 
 
 def tau2_workload(path: str | Path | None = None) -> Workload:
-    """Openings of the tau2-retail tasks: ``reason_for_call`` then ``known_info``."""
+    """Openings of tau2-format tasks: ``reason_for_call`` then ``known_info``."""
     d = Path(path) if path else default_tau2_dir()
     f = d / "tasks_train.json" if d.is_dir() or not d.suffix else d
     if not f.is_file():
@@ -105,17 +119,24 @@ def tau2_workload(path: str | Path | None = None) -> Workload:
     return Workload("tau2", tuple(sessions))
 
 
-def coach_workload(*, seed: int = 0, n_sessions: int = 20, turns_per_session: int = 4) -> Workload:
-    """User texts of the coach domain's seeded session scripts."""
-    from pipelines.domains.coach import (
-        generate_coach_world,
-        generate_sessions,
-        load_coach_rule_tables,
-    )
+def pack_mixes() -> list[str]:
+    """The installed packs that have session scripts for the load generator."""
+    from pipelines.core.evaluation import evaluation_of
+    from pipelines.domains import load_domain, pack_names
 
-    sessions = generate_sessions(generate_coach_world(7), load_coach_rule_tables(), seed=seed,
-                                 n_sessions=n_sessions, turns_per_session=turns_per_session)
-    return Workload("coach", tuple(tuple(t.user_text for t in s.turns) for s in sessions))
+    return [n for n in pack_names()
+            if type(evaluation_of(load_domain(n))).load_sessions is not PackEvaluation.load_sessions]
+
+
+def pack_workload(name: str, *, seed: int = 0, n_sessions: int = 20, turns_per_session: int = 4) -> Workload:
+    """The user texts of a pack's seeded session scripts."""
+    from pipelines.core.evaluation import evaluation_of
+    from pipelines.domains import load_domain
+
+    sessions = evaluation_of(load_domain(name)).load_sessions(seed, n_sessions, turns_per_session)
+    if not sessions:
+        raise WorkloadUnavailable(f"the {name} pack has no session scripts")
+    return Workload(name, tuple(tuple(s) for s in sessions))
 
 
 def jsonl_workload(path: str | Path) -> Workload:
@@ -154,17 +175,20 @@ def load_workload(mix: str, *, tau2: str | None = None, jsonl: str | None = None
         try:
             wl = tau2_workload(tau2)
         except WorkloadUnavailable:
-            wl = coach_workload(seed=seed)
+            packs = pack_mixes()
+            if not packs:
+                raise
+            wl = pack_workload(packs[0], seed=seed)
     elif mix == "tau2":
         wl = tau2_workload(tau2)
-    elif mix == "coach":
-        wl = coach_workload(seed=seed)
     elif mix == "jsonl":
         if not jsonl:
             raise ValueError("--mix jsonl needs --jsonl FILE")
         wl = jsonl_workload(jsonl)
     elif mix == "simple":
         wl = simple_workload()
+    elif mix in pack_mixes():
+        wl = pack_workload(mix, seed=seed)
     else:
-        raise ValueError(f"unknown mix {mix!r} ({' | '.join(MIXES)})")
+        raise ValueError(f"unknown mix {mix!r} ({' | '.join([*MIXES, *pack_mixes()])})")
     return wl.truncated(max_turns)

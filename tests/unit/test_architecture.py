@@ -189,21 +189,23 @@ def test_the_tandem_turn_imports_no_family_and_no_pack() -> None:
 
 #: Names that would tie ``serve/`` to one pack: the built-in packs, their kinds, their data.
 DOMAIN_WORDS = re.compile(r"\b(support|coach|retail|airline|tau2|order_id|creature|pokemon)\b", re.I)
-#: Where serve/ may name a pack: the scaffold (it writes a new pack, named by the user); the evaluation
-#: harness and the load generator's session scripts, whose suites are the packs' data until each pack
-#: declares its own (a pack hook), are listed apart below.
+#: Where serve/ may name a pack: the scaffold (it writes a new pack, named by the user).
 SERVE_EXEMPT = {"serve.scaffold"}
+#: The evaluation harness and the load generator read tau2-format tasks of any pack that has them: there,
+#: ``tau2`` names a task format, not a pack (every other pack word is still refused).
 SERVE_HARNESS = ("serve.eval", "serve.loadtest")
+HARNESS_WORDS = re.compile(r"\b(support|coach|retail|airline|order_id|creature|pokemon)\b", re.I)
 
 
-def serve_domain_names(root: Path, harness: bool = False) -> list[str]:
+def serve_domain_names(root: Path) -> list[str]:
     """Imports of a pack's modules (``pipelines.domains.<pack>``) and string literals naming a pack in serve/."""
     packs = {m for m in modules(root) if m.startswith("pipelines.domains.")}
     allowed = {"pipelines.domains.conformance", "pipelines.domains.testing"}
     found = []
     for mod, path in modules(root, "serve").items():
-        if mod in SERVE_EXEMPT or "protos" in mod or (harness and any(_under(mod, h) for h in SERVE_HARNESS)):
+        if mod in SERVE_EXEMPT or "protos" in mod:
             continue
+        words = HARNESS_WORDS if any(_under(mod, h) for h in SERVE_HARNESS) else DOMAIN_WORDS
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             names: list[str] = []
@@ -218,8 +220,8 @@ def serve_domain_names(root: Path, harness: bool = False) -> list[str]:
                 docstring = any(isinstance(p, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                                 and p.body and isinstance(p.body[0], ast.Expr) and p.body[0].value is node
                                 for p in ast.walk(tree))
-                if not docstring and DOMAIN_WORDS.search(node.value):
-                    found.append(f"{mod}:{node.lineno} names {DOMAIN_WORDS.search(node.value).group(0)!r}")
+                if not docstring and words.search(node.value):
+                    found.append(f"{mod}:{node.lineno} names {words.search(node.value).group(0)!r}")
     return sorted(set(found))
 
 
@@ -237,7 +239,7 @@ def test_the_serve_checker_finds_an_import_and_a_literal(tmp_path: Path) -> None
 
 def test_serve_names_no_domain() -> None:
     """serve/ reaches a pack only by its configured name, through the registry (pipelines.domains)."""
-    assert serve_domain_names(ROOT, harness=True) == []
+    assert serve_domain_names(ROOT) == []
 
 
 # -- copies ---------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from serve.eval.cli import build_parser, main
-from serve.eval.run import domain_groups
 from serve.eval.runner import app_overrides
+from serve.eval.suites import resolve_suites, suite_packs
 
 ROOT = Path(__file__).resolve().parents[2]
 ALEX = "alex_rivera_1001"
@@ -125,11 +125,11 @@ def test_a_run_against_a_running_app_judges_every_turn(fake_app, tmp_path):
     assert len(rows) == 7
     cancel = [r for r in rows if r["case"] == "cancel"]
     assert [r["correct"] for r in cancel] == [True, True, True]
-    assert cancel[2]["order_status"] == "cancelled"
+    assert cancel[2]["entity_status"] == "cancelled"
     assert all(r["invented"] == [] and r["unrequested"] == [] and r["unselected"] == [] for r in cancel)
     assert cancel[0]["first_token_ms"] is not None and cancel[0]["first_token_ms"] <= cancel[0]["e2e_ms"]
     noauth = next(r for r in rows if r["case"] == "noauth")
-    assert noauth["correct"] is True and noauth["order_status"] == "delivered"  # the seeded world's status
+    assert noauth["correct"] is True and noauth["entity_status"] == "delivered"  # the seeded world's status
     human = next(r for r in rows if r["case"] == "human")
     assert human["eval_error"].startswith("KeyError") and "correct" not in human  # reported, the run went on
     doc = json.loads((out / "summary.json").read_text())
@@ -157,15 +157,43 @@ def test_http_refuses_another_pipeline_and_remote_targets(fake_app, tmp_path, ca
 
 
 @pytest.mark.parametrize("argv", [["--suites", "nope"], ["--pipelines", "nokind"], ["--limit", "-1"],
-                                  ["--coach-sessions", "100", "--coach-turns", "5"]])
+                                  ["--pack-sessions", "100", "--pack-turns", "5"], ["--suites", "coach,tau2-openings", "--domain", "nopack"]])
 def test_bad_arguments_are_refused(argv, capsys):
     assert main(argv) == 2
     assert "error:" in capsys.readouterr().err
 
 
-def test_suites_group_by_domain_in_order():
-    assert domain_groups(["coach", "flows", "tau2-openings"]) == [("coach", ["coach"]),
-                                                                  ("support", ["flows", "tau2-openings"])]
+def test_suites_group_by_the_pack_that_has_them_in_order():
+    known = suite_packs()
+    assert known["tau2-openings"] == ["airline", "support"] and known["coach"] == ["coach"]
+    assert resolve_suites(["coach", "flows", "tau2-openings"], "support", known) == [
+        ("coach", ["coach"]), ("support", ["flows", "tau2-openings"])]
+    assert resolve_suites(["tau2-openings", "flows"], "airline", known) == [("airline", ["tau2-openings"]),
+                                                                            ("support", ["flows"])]
+    with pytest.raises(ValueError, match="runs on airline, support: name one with --domain"):
+        resolve_suites(["tau2-openings"], None, known)
+    with pytest.raises(ValueError, match="unknown suite 'nope'"):
+        resolve_suites(["nope"], "support", known)
+
+
+def test_a_third_packs_own_suite_is_found_and_built():
+    from pipelines.core.evaluation import Case, EvalTurn, PackEvaluation, SuiteOptions
+
+    class Kit(PackEvaluation):
+        def suites(self):
+            return {"greetings": lambda o: [Case("greetings", f"s{i}", (EvalTurn("hi"),)) for i in range(o.sessions)]}
+
+    class Pack:
+        def evaluation(self):
+            return Kit()
+
+    class Bare:  # no evaluation hook, no task replay: nothing to play
+        pass
+
+    known = suite_packs({"shop": Pack(), "bare": Bare()})
+    assert known == {"greetings": ["shop"]}
+    assert [c.case_id for c in Kit().suites()["greetings"](SuiteOptions(sessions=2))] == ["s0", "s1"]
+    assert Kit().plays_tasks is False
 
 
 @pytest.mark.parametrize("kind,domain", [("tandem", "support"), ("dr", "support"), ("prompting", "support"),

@@ -1,18 +1,23 @@
-"""The coach suite and coach judges of ``tandem eval`` (serve/eval/coach.py, coach_measures.py)."""
+"""The coach pack's suite and judges for ``tandem eval`` (pipelines/domains/coach/evaluation.py, eval_measures.py)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from serve.eval.coach import PHRASINGS, coach_suite, reference_for
-from serve.eval.coach_measures import (
+from pipelines.domains.coach.eval_measures import (
     consecutive_repeats,
     contradiction,
     grounding_ok,
     intent_ok,
     names_in,
     unowned_mentions,
+)
+from pipelines.domains.coach.evaluation import (
+    PHRASINGS,
+    CoachEvaluation,
+    coach_suite,
+    reference_for,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +103,8 @@ def test_phrasings_are_held_out_of_every_prompt_and_name_no_intent():
     from pipelines.tandem.prompts import orchestrator_head
 
     files = [ROOT / "pipelines/tandem/prompts.py", ROOT / "pipelines/annex/sgc_ladder/contract.py",
-             *sorted((ROOT / "pipelines/domains/coach").rglob("*.py")),
+             *sorted(f for f in (ROOT / "pipelines/domains/coach").rglob("*.py")
+                     if f.name != "evaluation.py"),  # the suite itself
              *sorted((ROOT / "pipelines/domains/coach/tables").glob("*.yaml"))]
     corpus = " " + " ".join(" ".join(_words(f.read_text())) for f in files) + " "
     corpus += " ".join(_words(orchestrator_head(DomainPack()))) + " "
@@ -110,3 +116,41 @@ def test_phrasings_are_held_out_of_every_prompt_and_name_no_intent():
                 w = _words(run)
                 for i in range(len(w) - 2):
                     assert f" {' '.join(w[i:i + 3])} " not in corpus, (template, w[i:i + 3])
+
+
+def test_the_turn_judge_measures_one_session_and_remembers_the_last_guidance():
+    from pipelines.core.evaluation import TurnView
+    from pipelines.domains.coach import generate_coach_world
+
+    world = generate_coach_world(7)
+    case = coach_suite(7, seed=0, sessions=1, turns=2)[0]
+    user = world.users[case.info["user_id"]]
+    owned = {c.species for c in user.creatures}
+    stranger = next(s for s in sorted(world.species) if s not in owned and all(
+        m.species != s for m in world.opponents[case.info["opponent_id"]].team))
+    judge = CoachEvaluation().turn_judge(case, 7)
+    w3 = {"guidance_type": "tip", "subject_id": "c1"}
+    turn = case.turns[0]
+    v = TurnView(case=case, turn=turn, delivered=f"Try {stranger}.", reply=f"Try {stranger}.", meta={"w3": w3},
+                 own={"c1": {"intent": turn.label["intent"]}}, perceives=True)
+    measures, fields = judge(v)
+    assert measures["intent_accuracy"] is True and measures["unowned_mentions"] == [stranger]
+    assert measures["consecutive_repeats"] == [] and measures["contradictions"] == []
+    assert fields["intent"] == turn.label["intent"] and fields["named"] == [stranger] and fields["w3"] == w3
+    again, _ = judge(TurnView(case=case, turn=case.turns[1], delivered="", reply="", meta={"w3": w3},
+                              own={}, perceives=False))
+    assert again["consecutive_repeats"] == ["c1"]  # the same subject two turns running
+    assert again["intent_accuracy"] is None  # a kind that records no perception is not judged
+    none, _ = judge(TurnView(case=case, turn=case.turns[1], delivered="", reply="", meta={}, own={}, perceives=False))
+    assert none["consecutive_repeats"] is None
+
+
+def test_the_coach_suite_is_the_packs_own():
+    from pipelines.core.evaluation import SuiteOptions, evaluation_of
+    from pipelines.domains import load_domain
+
+    kit = evaluation_of(load_domain("coach"))
+    assert list(kit.suites()) == ["coach"] and kit.plays_tasks is False
+    assert kit.suites()["coach"](SuiteOptions(world_seed=7, seed=3, sessions=3, turns=4)) == coach_suite(
+        7, seed=3, sessions=3, turns=4)
+    assert len(kit.load_sessions(1, 2, 3)) == 2

@@ -55,12 +55,12 @@ def test_the_readme_session_through_the_real_tandem_turn():
         w1("cancel", "order"),
         j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
     ]), text, led)
-    want = {"kind": "action_card", "card_id": "card.cancel_order", "order_id": "#W1000001"}
+    want = {"kind": "action_card", "card_id": "card.cancel_order", "params": {"order_id": "#W1000001"}}
     assert score(want, r["facts"], text, None)[0] is True
     assert r["facts"]["first_decision"]["decision"] == "get_order_details" and r["facts"]["terminal"] is True
     assert (r["invented"], r["unrequested"], r["unselected"]) == ([], [], [])
     r = _judge("tandem", h, h.turn("yes"), "yes", led)
-    want = {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001", "status": "cancelled"}
+    want = {"kind": "executed", "card_id": "card.cancel_order", "entity": "#W1000001", "status": "cancelled"}
     assert r["facts"]["route"] == "execute_pending"
     assert score(want, r["facts"], "yes", h.world.orders["#W1000001"].status)[0] is True
 

@@ -45,14 +45,27 @@ def test_summarise_counts_lists_and_keeps_unmeasured_as_none():
     assert unmeasured["invented_arguments"] is None
 
 
-def test_coach_measures_appear_for_coach_turns():
-    rows = [row("tandem", "coach", 50, intent_ok=True, grounding_ok=None, unowned=["Bb"], w3_repeat=False,
-                contradiction=True),
-            row("tandem", "coach", 60, intent_ok=False, grounding_ok=True, unowned=[], w3_repeat=True,
-                contradiction=False)]
+def m(**measures: Any) -> dict[str, Any]:
+    """A row's pack measures."""
+    return {"measures": measures}
+
+
+def test_pack_measures_are_rates_of_verdicts_and_counts_of_findings():
+    rows = [row("tandem", "coach", 50, **m(intent_accuracy=True, grounding_accuracy=None, unowned_mentions=["Bb"],
+                                          consecutive_repeats=[], contradictions=["reply"])),
+            row("tandem", "coach", 60, **m(intent_accuracy=False, grounding_accuracy=True, unowned_mentions=[],
+                                          consecutive_repeats=["c7"], contradictions=[])),
+            row("tandem", "coach", 70, **m(intent_accuracy=None, grounding_accuracy=None, unowned_mentions=None,
+                                          consecutive_repeats=None, contradictions=["reply", "c2"]))]
     s = summarise(rows)
-    assert s["intent_accuracy"]["pct"] == 50.0 and s["grounding_accuracy"] == {"n": 1, "ok": 1, "pct": 100.0}
-    assert (s["unowned_mentions"], s["consecutive_repeats"], s["contradictions"]) == (1, 1, 1)
+    assert s["intent_accuracy"] == {"n": 2, "ok": 1, "pct": 50.0}
+    assert s["grounding_accuracy"] == {"n": 1, "ok": 1, "pct": 100.0}
+    assert (s["unowned_mentions"], s["consecutive_repeats"], s["contradictions"]) == (1, 1, 3)
+    assert s["measures"] == ["intent_accuracy", "grounding_accuracy", "unowned_mentions", "consecutive_repeats",
+                             "contradictions"]
+    assert "measures" not in summarise([row("tandem", "flows", 10)])  # no judge, no pack measures
+    unjudged = summarise([row("tandem", "coach", 10, **m(intent_accuracy=None))])
+    assert unjudged["intent_accuracy"] is None
 
 
 def _pipelines(t: float, d: float, p: float) -> dict[str, Any]:
@@ -100,19 +113,23 @@ def test_correctness_and_safety_goals():
     assert g["tandem_first_token_5x_sooner_than_dr_tau2"]["met"] is None
 
 
-def test_coach_goal_lists_the_measures_where_tandem_is_worse():
-    rows = [row("tandem", "coach", 10, intent_ok=False, unowned=[], w3_repeat=False, contradiction=False),
-            row("sgc_full", "coach", 10, intent_ok=True, unowned=["Bb"], w3_repeat=False, contradiction=False)]
+def test_pack_goal_lists_the_measures_where_tandem_is_worse():
+    rows = [row("tandem", "coach", 10, **m(intent_accuracy=False, unowned_mentions=[], contradictions=["x"])),
+            row("sgc_full", "coach", 10, **m(intent_accuracy=True, unowned_mentions=["Bb"], contradictions=[]))]
     g = summary_doc(rows, {})["goals"]["coach_tandem_no_worse_than_sgc_full"]
-    assert g == {"value": ["intent_accuracy"], "met": False}
+    assert g == {"value": ["intent_accuracy", "contradictions"], "met": False}
+    even = [row("tandem", "coach", 10, **m(intent_accuracy=True, unowned_mentions=["Bb"])),
+            row("sgc_full", "coach", 10, **m(intent_accuracy=True, unowned_mentions=["Bb"]))]
+    assert summary_doc(even, {})["goals"]["coach_tandem_no_worse_than_sgc_full"] == {"value": [], "met": True}
 
 
 def test_markdown_table_and_plot(tmp_path):
     rows = [row("tandem", "tau2-openings", 200, correct=True), row("dr", "tau2-openings", 1000, correct=False),
-            row("tandem", "coach", 300, intent_ok=True, unowned=[], w3_repeat=None, contradiction=False)]
+            row("tandem", "coach", 300, **m(intent_accuracy=True, unowned_mentions=[]))]
     doc = summary_doc(rows, {"started_at": "now"})
     md = markdown(doc)
     assert "| tandem | tau2-openings | 1 | 200 / 200 |" in md and "| dr | tau2-openings |" in md
-    assert "## Coach" in md and "tandem_vs_dr_first_token_p50 = 5.0" in md
+    assert "## Decisions" in md and "## coach (the pack's measures)" in md and "tandem_vs_dr_first_token_p50 = 5.0" in md
+    assert "| intent accuracy | unowned mentions |" in md
     png = plot_first_token_cdf(tmp_path / "cdf.png", rows)
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

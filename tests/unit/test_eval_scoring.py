@@ -142,9 +142,10 @@ def test_tandem_facts_come_from_the_stored_meta():
     a = tandem([phi(["get_order_details"], "propose")], [card], meta)
     assert (a["path"], a["card_id"], a["authenticated_user_id"], a["intent"]) == (
         "action_card", "card.cancel_order", "alex_rivera_1001", "cancel")
-    want = {"kind": "action_card", "card_id": "card.cancel_order", "order_id": "#W1000001"}
+    want = {"kind": "action_card", "card_id": "card.cancel_order", "params": {"order_id": "#W1000001"}}
     assert score(want, a, "Please cancel order #W1000001.", None)[0] is True
-    assert score({**want, "order_id": "#W1000002"}, a, "", None)[0] is False
+    assert score({**want, "params": {"order_id": "#W1000002"}}, a, "", None)[0] is False
+    assert score({**want, "params": {"order_id": "#W1000001", "reason": "other"}}, a, "", None)[0] is False
 
 
 # -- dr ---------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def test_dr_invented_email_placeholder_is_not_grounded():
 def test_flow_expectations_read_the_outcome_and_the_order_status():
     a = analyse_turn("tandem", [done()], [], {"path": "answer", "executed": "card.cancel_order",
                                               "state": {"authenticated_user_id": "alex_rivera_1001"}}, 3)
-    want = {"kind": "executed", "card_id": "card.cancel_order", "order_id": "#W1000001", "status": "cancelled"}
+    want = {"kind": "executed", "card_id": "card.cancel_order", "entity": "#W1000001", "status": "cancelled"}
     assert score(want, a, "yes", "cancelled")[0] is True
     assert score(want, a, "yes", "pending")[0] is False
     assert score({"kind": "authenticate", "user_id": "alex_rivera_1001"}, a, "", None)[0] is True
@@ -185,7 +186,7 @@ def test_flow_expectations_read_the_outcome_and_the_order_status():
 
 
 def test_no_write_fails_on_a_shown_card_or_a_changed_order():
-    want = {"kind": "no_write", "order_id": "#W1000002", "status": "delivered"}
+    want = {"kind": "no_write", "entity": "#W1000002", "status": "delivered"}
     quiet = analyse_turn("prompting", [{"type": "reply.delta", "text": "Sure."}, done()], [], None, 3)
     assert quiet["first_decision"] is None and quiet["terminal"] is None
     assert score(want, quiet, "Cancel order #W1000002 now.", "delivered")[0] is True

@@ -1,4 +1,4 @@
-"""Request mixes: tau2 openings, coach sessions, JSONL files, truncation, seeded cycling."""
+"""Request mixes: tau2 openings, a pack's sessions, JSONL files, truncation, seeded cycling."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 from serve.loadtest.workload import (
     Workload,
     WorkloadUnavailable,
-    coach_workload,
     default_tau2_dir,
     jsonl_workload,
     load_workload,
+    pack_mixes,
+    pack_workload,
     tau2_workload,
 )
 
@@ -46,11 +47,19 @@ def test_missing_tau2_skips_cleanly_and_auto_falls_back_to_coach(tmp_path, monke
     assert load_workload("auto").name == "coach"
 
 
-def test_coach_sessions_are_seeded_multi_turn_texts():
-    a, b = coach_workload(seed=1, n_sessions=3, turns_per_session=4), coach_workload(seed=1, n_sessions=3, turns_per_session=4)
-    assert a == b and len(a.sessions) == 3 and all(len(s) == 4 for s in a.sessions)
+def test_a_packs_sessions_are_seeded_multi_turn_texts():
+    a = pack_workload("coach", seed=1, n_sessions=3, turns_per_session=4)
+    assert a == pack_workload("coach", seed=1, n_sessions=3, turns_per_session=4)
+    assert a.name == "coach" and len(a.sessions) == 3 and all(len(s) == 4 for s in a.sessions)
     assert all(isinstance(t, str) and t for s in a.sessions for t in s)
-    assert coach_workload(seed=2, n_sessions=3) != a
+    assert pack_workload("coach", seed=2, n_sessions=3) != a
+    assert load_workload("coach", max_turns=2).name == "coach"  # a pack with scripts is a mix by its name
+
+
+def test_only_packs_with_scripts_are_mixes():
+    assert "coach" in pack_mixes() and "support" not in pack_mixes()
+    with pytest.raises(WorkloadUnavailable, match="no session scripts"):
+        pack_workload("support")
 
 
 def test_jsonl_sessions_and_single_texts(tmp_path):

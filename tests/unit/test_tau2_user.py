@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from serve.eval.tau2_user import AssistantTurn, ScriptedUser, intent_label
+from pipelines.core.evaluation import AssistantTurn
+from pipelines.domains.support.tau2_user import ScriptedUser, intent_label
 
 DB = {
     "users": {

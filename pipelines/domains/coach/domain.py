@@ -109,6 +109,12 @@ class DomainPack:
     def registry(self) -> Any:
         return self._registry
 
+    def evaluation(self) -> Any:
+        """The pack's suite, turn judge and load scripts for ``tandem eval`` (:mod:`.evaluation`)."""
+        from .evaluation import CoachEvaluation
+
+        return CoachEvaluation()
+
     # -- serving (the tools deployment) -------------------------------------------------------
 
     persistent = False  # read-only game data: generated from the seed on every start

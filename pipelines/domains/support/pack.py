@@ -149,6 +149,12 @@ class SupportPack:
     def tool_runner(self, world: Any, ledger: Any) -> LocalToolRunner:
         return LocalToolRunner(self, world, ledger=ledger)
 
+    def evaluation(self) -> Any:
+        """The pack's suites, judges and scripted tau2 user for ``tandem eval`` (:mod:`.evaluation`)."""
+        from .evaluation import SupportEvaluation
+
+        return SupportEvaluation()
+
     def task_replay(self, tau2_dir: Any = None) -> Any:
         """The hook that replays tau2-retail's expected actions through these tools (``tau2_dir`` unused:
         the retail world needs nothing beside ``db.json``)."""

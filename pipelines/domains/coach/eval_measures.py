@@ -23,8 +23,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipelines.domains.coach.judge import judge_kinds
 from pipelines.sgc.psi import DEFAULT_INCOMPATIBLE, check_paragraph_contradictions
+
+from .judge import judge_kinds
 
 __all__ = [
     "names_in",

@@ -1,4 +1,4 @@
-"""The ``coach`` suite: labelled coach sessions generated with a seed, and their reference directions.
+"""What the coach pack gives ``tandem eval`` and the load generator. The ``coach`` suite: labelled coach sessions generated with a seed, and their reference directions.
 
 The session skeleton — which player, and the intent of every turn — comes from
 :func:`pipelines.domains.coach.generate_sessions` (seeded, intent-weighted). Its own
@@ -19,16 +19,36 @@ alone (what ``grounding_accuracy`` checks the delivered text names):
 
 Sessions play against the opponent the app binds to a new coach session
 (:data:`pipelines.domains.coach.runner.DEFAULT_OPPONENT`), so the references use it too.
+
+Each turn is judged by :class:`CoachEvaluation`'s turn judge with the measures of
+:mod:`.eval_measures`; the load generator's ``coach`` mix replays the seeded sessions' own texts.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .suites import Case, EvalTurn
+from pipelines.core.evaluation import (
+    Case,
+    EvalTurn,
+    PackEvaluation,
+    SuiteOptions,
+    TurnJudge,
+    TurnView,
+)
 
-__all__ = ["PHRASINGS", "Phrasing", "coach_suite", "reference_for"]
+from .eval_measures import (
+    consecutive_repeats,
+    contradiction,
+    grounding_ok,
+    intent_ok,
+    names_in,
+    unowned_mentions,
+)
+
+__all__ = ["PHRASINGS", "Phrasing", "coach_suite", "reference_for", "CoachEvaluation"]
 
 Phrasing = tuple[str, str | None]  # (template, reference kind)
 
@@ -74,7 +94,7 @@ PHRASINGS: dict[str, tuple[Phrasing, ...]] = {
 def reference_for(kind: str | None, world: Any, user_id: str, opponent_id: str,
                   fields: dict[str, str]) -> dict[str, Any] | None:
     """The reference direction of one turn, from state alone (``None``: none determined)."""
-    from pipelines.domains.coach.world import STRONG_AGAINST, best_counters
+    from .world import STRONG_AGAINST, best_counters
 
     if kind == "best_counter":
         creature, score = best_counters(world, user_id, opponent_id, 1)[0]
@@ -95,8 +115,8 @@ def reference_for(kind: str | None, world: Any, user_id: str, opponent_id: str,
 def coach_suite(world_seed: int, *, seed: int = 0, sessions: int = 4, turns: int = 5,
                 opponent_id: str | None = None) -> list[Case]:
     """``sessions`` labelled sessions of ``turns`` turns each (same arguments ⇒ same cases)."""
-    from pipelines.domains.coach import coach_tables_holder, generate_coach_world, generate_sessions
-    from pipelines.domains.coach.runner import DEFAULT_OPPONENT
+    from . import coach_tables_holder, generate_coach_world, generate_sessions
+    from .runner import DEFAULT_OPPONENT
 
     world = generate_coach_world(world_seed)
     opp = opponent_id or DEFAULT_OPPONENT
@@ -122,3 +142,48 @@ def coach_suite(world_seed: int, *, seed: int = 0, sessions: int = 4, turns: int
         out.append(Case("coach", s.session_id, tuple(eval_turns),
                         info={"user_id": s.user_id, "opponent_id": opp, "world_seed": world_seed}))
     return out
+
+
+class CoachEvaluation(PackEvaluation):
+    """The coach pack's evaluation hooks: its suite, its turn judge, its load scripts."""
+
+    def suites(self) -> Mapping[str, Callable[[SuiteOptions], list[Case]]]:
+        return {"coach": lambda o: coach_suite(o.world_seed, seed=o.seed, sessions=o.sessions, turns=o.turns)}
+
+    def turn_judge(self, case: Case, world_seed: int) -> TurnJudge:
+        """The coach measures of one session's turns (the previous turn's W3 meta kept for repeats)."""
+        from . import generate_coach_world
+
+        world = generate_coach_world(world_seed)
+        prev: list[Any] = [None]
+
+        def judge(v: TurnView) -> tuple[dict[str, bool | list[Any] | None], dict[str, Any]]:
+            intent = (v.own.get("c1") or {}).get("intent")
+            user = world.users.get(v.case.info.get("user_id") or v.turn.user_id or "")
+            opp = world.opponents.get(v.case.info.get("opponent_id") or "")
+            unowned = None if user is None else unowned_mentions(
+                v.delivered, species=world.species, owned=[c.species for c in user.creatures],
+                user_text=v.turn.text, opponent_team=[m.species for m in opp.team] if opp else [])
+            w3 = v.meta.get("w3")
+            repeat = None if w3 is None else (
+                [str(w3.get("subject_id"))] if consecutive_repeats([prev[0], w3]) else [])
+            prev[0] = w3
+            measures: dict[str, bool | list[Any] | None] = {
+                "intent_accuracy": intent_ok(v.turn.label, intent) if v.perceives else None,
+                "grounding_accuracy": grounding_ok(v.turn.label, v.delivered),
+                "unowned_mentions": unowned,
+                "consecutive_repeats": repeat,
+                "contradictions": ["reply"] if contradiction(v.reply, list(world.species) + list(world.skills))
+                else [],
+            }
+            return measures, {"intent": intent, "named": names_in(v.delivered, world.species), "w3": w3}
+
+        return judge
+
+    def load_sessions(self, seed: int, n_sessions: int, turns: int) -> list[tuple[str, ...]]:
+        """The user texts of the pack's seeded session scripts."""
+        from . import generate_coach_world, generate_sessions, load_coach_rule_tables
+
+        sessions = generate_sessions(generate_coach_world(7), load_coach_rule_tables(), seed=seed,
+                                     n_sessions=n_sessions, turns_per_session=turns)
+        return [tuple(t.user_text for t in s.turns) for s in sessions]

@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.core.evaluation import AssistantTurn, opening
+
 __all__ = ["AssistantTurn", "UserReply", "ScriptedUser", "intent_label", "opening_of", "INTENT_LABELS",
            "LOOKUP_ACTIONS", "WRITE_VERBS"]
 
@@ -69,36 +71,6 @@ _NAME_ZIP = re.compile(r"\bYou are ([A-Z][a-z]+) ([A-Z][a-z]+)\b.*?\bzip ?code (
 
 
 @dataclass(frozen=True)
-class AssistantTurn:
-    """What the user read of one assistant turn."""
-
-    text: str = ""
-    question: str | None = None
-    cards: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-    escalated: bool = False
-
-    @classmethod
-    def from_sse(cls, events: Sequence[Mapping[str, Any]]) -> AssistantTurn:
-        parts: list[str] = []
-        question = None
-        cards: list[tuple[str, Mapping[str, Any]]] = []
-        escalated = False
-        for e in events:
-            t = e.get("type")
-            if t in ("narration.delta", "reply.delta"):
-                parts.append(str(e.get("text") or ""))
-            elif t == "clarify":
-                question = str(e.get("question") or "")
-                parts.append(" " + question + " " + " ".join(map(str, e.get("options") or [])))
-            elif t == "action_card":
-                cards.append((str(e.get("card_id")), dict(e.get("params") or {})))
-            elif t == "escalation":
-                escalated = True
-                parts.append(" " + str(e.get("message") or ""))
-        return cls("".join(parts).strip(), question, tuple(cards), escalated)
-
-
-@dataclass(frozen=True)
 class UserReply:
     """The user's next message (``text`` ``None``: the session ends) and the rule that made it."""
 
@@ -117,8 +89,6 @@ def intent_label(actions: Sequence[Mapping[str, Any]]) -> str:
 
 def opening_of(task: Mapping[str, Any], verbatim: bool = False) -> str:
     """Turn 1: the opening the openings suite sends."""
-    from .suites import opening
-
     return opening(task["user_scenario"]["instructions"]["reason_for_call"], verbatim)
 
 

@@ -1,0 +1,204 @@
+"""What a pack gives ``tandem eval`` and the load generator: its own suites, judges and session scripts.
+
+The harness (``serve/eval``, ``serve/loadtest``) names no pack. It plays two kinds of suites:
+
+* **tau2-format tasks** (``tau2-openings``, ``tau2-tasks``): any pack whose task replay hook
+  (``pack.task_replay()``, :mod:`pipelines.core.taskreplay`) has a data folder with
+  ``tasks_train.json`` and ``db.json``. Whole tasks also need the pack's scripted user
+  (:meth:`PackEvaluation.scripted_user`); the database check replays the task's expected actions
+  through the same hook.
+* **a pack's own suites** (:meth:`PackEvaluation.suites`): sessions the pack builds itself, each
+  :class:`Case` a session of :class:`EvalTurn`.
+
+A pack opts in with a method ``evaluation()`` returning a :class:`PackEvaluation` (a pack without one
+gets the empty default: tau2 suites only, where its replay hook has data). Per-turn measures of a pack's
+own suites come from :meth:`PackEvaluation.turn_judge`: a verdict (``bool``) is summarised as a rate, a
+list of findings as a count (lower is better), ``None`` as not judged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["EvalTurn", "Case", "AssistantTurn", "first_person", "opening", "SuiteOptions", "TurnView", "TurnJudge", "EntityLookup", "ScriptedUserLike",
+           "PackEvaluation", "evaluation_of"]
+
+
+@dataclass(frozen=True)
+class EvalTurn:
+    """One user turn: the text sent, what it is scored against, and the request's ``user_id``.
+
+    ``expect`` is a decision expectation the harness scores (``{"kind": "authenticate" | "action_card" |
+    "executed" | "clarify" | "escalate" | "no_write" | "identify", ...}``); ``label`` is what a pack's
+    own judge reads (opaque to the harness).
+    """
+
+    text: str
+    expect: dict[str, Any] | None = None
+    label: dict[str, Any] | None = None
+    user_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One session of a suite (``info``: what the judges need: the session's bound ids, the task's id)."""
+
+    suite: str
+    case_id: str
+    turns: tuple[EvalTurn, ...]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    """What a pack's suite builder may use: the app's world seed and the suite's own seed and size."""
+
+    world_seed: int = 7
+    seed: int = 0
+    sessions: int = 4
+    turns: int = 5
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """One played turn, as a pack's judge sees it."""
+
+    case: Case
+    turn: EvalTurn
+    delivered: str
+    """The text the user saw (reply, narration and questions)."""
+    reply: str
+    """The reply deltas alone."""
+    meta: Mapping[str, Any]
+    """The stored turn's meta (the pipeline's own record under its kind's key)."""
+    own: Mapping[str, Any]
+    """The pipeline's own record of the turn (``meta[<kind's key>]``)."""
+    perceives: bool
+    """Whether the pipeline records a perceived intent (its ``c1``)."""
+
+
+#: ``(measures, fields)`` of one turn: measures are verdicts (bool), findings (list) or ``None``.
+TurnJudge = Callable[[TurnView], tuple[dict[str, bool | list[Any] | None], dict[str, Any]]]
+#: ``(entity kind, key)`` → the entity's JSON in a world (``None``: absent).
+EntityLookup = Callable[[str, str], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    """What the user read of one assistant turn."""
+
+    text: str = ""
+    question: str | None = None
+    cards: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    escalated: bool = False
+
+    @classmethod
+    def from_sse(cls, events: Sequence[Mapping[str, Any]]) -> AssistantTurn:
+        parts: list[str] = []
+        question = None
+        cards: list[tuple[str, Mapping[str, Any]]] = []
+        escalated = False
+        for e in events:
+            t = e.get("type")
+            if t in ("narration.delta", "reply.delta"):
+                parts.append(str(e.get("text") or ""))
+            elif t == "clarify":
+                question = str(e.get("question") or "")
+                parts.append(" " + question + " " + " ".join(map(str, e.get("options") or [])))
+            elif t == "action_card":
+                cards.append((str(e.get("card_id")), dict(e.get("params") or {})))
+            elif t == "escalation":
+                escalated = True
+                parts.append(" " + str(e.get("message") or ""))
+        return cls("".join(parts).strip(), question, tuple(cards), escalated)
+
+
+_SWAPS = [
+    (r"\byou're\b", "I'm"), (r"\byou've\b", "I've"), (r"\byou'd\b", "I'd"), (r"\byou'll\b", "I'll"),
+    (r"\byou are\b", "I am"), (r"\byou were\b", "I was"), (r"\byourself\b", "myself"),
+    (r"\byours\b", "mine"), (r"\byour\b", "my"),
+    (r"\b(to|for|with|asks|ask|tell|tells|give|gives|help|helps|let|lets) you\b", r"\1 me"),
+    (r"\byou\b", "I"),
+]
+
+
+def first_person(text: str) -> str:
+    """A fixed second-to-first-person pronoun swap (keeps a capital at the start of the text)."""
+    out = text
+    for pat, rep in _SWAPS:
+        out = re.sub(pat, rep, out, flags=re.I)
+    out = re.sub(r"\bi\b", "I", out)
+    return out[:1].upper() + out[1:] if out else out
+
+
+def opening(reason: str, verbatim: bool) -> str:
+    """The user's opening message built from a tau2 task's ``reason_for_call`` (its first sentence, in the
+    first person; ``verbatim``: the whole reason unchanged)."""
+    text = reason.strip().lstrip(".").strip()
+    if verbatim:
+        return text
+    first = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)[0]
+    return first_person(first)
+
+
+class ScriptedUserLike(Protocol):
+    """A deterministic user for one tau2-format task (see the support pack's ``tau2_user``)."""
+
+    writes: Sequence[Any]
+    done: set[int]
+    turns: int
+    cards_refused: int
+    repeated_asks: int
+    ended: str | None
+
+    def opening(self) -> str: ...
+
+    def respond(self, turn: AssistantTurn) -> Any: ...
+
+
+class PackEvaluation:
+    """The default: no suites, judges or scripts of its own. Packs subclass and override what they have."""
+
+    def suites(self) -> Mapping[str, Callable[[SuiteOptions], list[Case]]]:
+        """Suite name → builder (same options ⇒ same cases)."""
+        return {}
+
+    @property
+    def plays_tasks(self) -> bool:
+        """Whether the pack has a scripted user for whole tau2-format tasks."""
+        return type(self).scripted_user is not PackEvaluation.scripted_user
+
+    def turn_judge(self, case: Case, world_seed: int) -> TurnJudge | None:
+        """A judge for the turns of one session of the pack's own suites (it may keep state across turns)."""
+        return None
+
+    def entity_status(self, lookup: EntityLookup, entity: str) -> str | None:
+        """The status of a record an expectation names (``expect["entity"]``), read through ``lookup``."""
+        return None
+
+    def scripted_user(self, task: Mapping[str, Any], db: Mapping[str, Any], card_tools: Mapping[str, str],
+                      max_turns: int) -> ScriptedUserLike | None:
+        """The user that plays one tau2-format task (``None``: the pack cannot play whole tasks)."""
+        return None
+
+    def intent_label(self, actions: Sequence[Mapping[str, Any]]) -> str | None:
+        """A task's intent label, from its expected actions (``None``: no label)."""
+        return None
+
+    def label_tools(self, label: str) -> set[str]:
+        """The write tools whose request an intent label names."""
+        return set()
+
+    def load_sessions(self, seed: int, n_sessions: int, turns: int) -> list[tuple[str, ...]]:
+        """Multi-turn session scripts for the load generator (empty: none)."""
+        return []
+
+
+def evaluation_of(pack: Any) -> PackEvaluation:
+    """The pack's evaluation hooks (the empty default when it declares none)."""
+    hook = getattr(pack, "evaluation", None)
+    kit = hook() if callable(hook) else None
+    return kit if isinstance(kit, PackEvaluation) else PackEvaluation()
