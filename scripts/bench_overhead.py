@@ -27,7 +27,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -131,7 +133,114 @@ def summary(rows: list[tuple[float, float]]) -> dict[str, float]:
             "n": len(rows)}
 
 
-def main() -> int:
+def app_config(raw: dict[str, Any], work: Path, max_tokens: int, switch_interval_ms: float | None) -> dict[str, Any]:
+    """The bench's app: ``raw`` (a Serve file) on the ``prompting`` pipeline, with a private store and telemetry.
+
+    The overhead is measured on the prompting pipeline: its one generator call is exactly the
+    request the two other paths send, so the differences are the app's own path."""
+    app_args = raw["applications"][0]["args"]
+    app_args["pipeline"] = {"kind": "prompting", "max_reply_tokens": max_tokens}
+    # A private session store: the sessions of an earlier run (same ids, the default store) would bring
+    # their history into the turn's prompt, and the turn would no longer send the other paths' tokens.
+    app_args["store"] = {**app_args.get("store", {}), "kind": "sqlite", "path": str(work / "sessions.db")}
+    app_args.setdefault("telemetry", {})["jsonl_dir"] = str(work / "telemetry")
+    if switch_interval_ms is not None:
+        app_args.setdefault("ingress", {})["switch_interval_ms"] = switch_interval_ms
+    return raw
+
+
+def call_builder(p: Any) -> Callable[[str], Any]:
+    """``text`` → the prompting pipeline's generator call for a first turn (``p``: the app's pipeline settings)."""
+    from pipelines.annex.prompting import PromptingPipeline, PromptingSettings
+    from pipelines.events import TurnRequest
+    from pipelines.protocols import NullEventSink
+    from pipelines.turn import TurnContext
+
+    pipe = PromptingPipeline(None, PromptingSettings(p.system_prompt, p.max_reply_tokens, p.temperature, p.seed))  # type: ignore[arg-type]
+
+    def call_for(text: str) -> Any:
+        ctx = TurnContext("bench", "t", "x", TurnRequest(text=text), [], NullEventSink())
+        return pipe.build_call(ctx)
+
+    return call_for
+
+
+def path_runner(*, client: httpx.Client, http: str, base: str, stub: Any, app: str,
+                direct: Callable[[Any], tuple[float, float]], model_id: str, run: str) -> Callable[..., tuple[float, float]]:
+    """``one(name, i, text, call)``: one request on the path ``name`` → (TTFT, end to end) in ms.
+
+    ``http``: the app's HTTP base; ``base``: the OpenAI route's base; ``stub``: the gRPC stub;
+    ``direct(call)``: the handle path; ``run``: this run's session prefix (fresh sessions)."""
+    def one(name: str, i: int, text: str, call: Any) -> tuple[float, float]:
+        if name == "turn":
+            return app_turn(client, http, f"bench-{run}-{i}", text)
+        if name == "turn_grpc":
+            return grpc_turn(stub, app, f"bench-{run}-g{i}", text)
+        if name == "openai_route":
+            return openai_turn(client, base, openai_body(model_id, call))
+        return direct(call)
+
+    return one
+
+
+def run_paths(one: Callable[..., tuple[float, float]], call_for: Callable[[str], Any], *, warmup: int,
+              turns: int) -> dict[str, list[tuple[float, float]]]:
+    """``warmup + turns`` prompts on every path, the order rotating per prompt; the warm-up is not kept."""
+    rows: dict[str, list[tuple[float, float]]] = {k: [] for k in PATHS}
+    for i in range(warmup + turns):
+        text = PROMPTS[i % len(PROMPTS)]
+        call = call_for(text)
+        for k in range(len(PATHS)):  # rotate the order so no path always follows another
+            name = PATHS[(i + k) % len(PATHS)]
+            got = one(name, i, text, call)
+            if i >= warmup:
+                rows[name].append(got)
+            else:  # a warm-up turn's server time is not measured either
+                SERVER.get(name, []).clear()
+        print(f"\r{i + 1}/{warmup + turns}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return rows
+
+
+def result_of(rows: dict[str, list[tuple[float, float]]], *, turns: int, config: str, max_reply_tokens: int,
+              switch_interval_ms: float | None) -> dict[str, Any]:
+    """The JSON the bench writes: TTFT / end to end per path, the turn's ratios over the other paths, and the
+    ingress's own first-token time per turn path (from :data:`SERVER`)."""
+    s = {name: summary(r) for name, r in rows.items()}
+    return {
+        "ttft_ms": {name: {"p50": v["p50"], "p90": v["p90"]} for name, v in s.items()},
+        "e2e_ms": {name: {"p50": v["e2e_p50"], "p90": v["e2e_p90"]} for name, v in s.items()},
+        "ratio_vs_openai_route": s["turn"]["p50"] / s["openai_route"]["p50"],
+        "ratio_vs_handle": s["turn"]["p50"] / s["handle"]["p50"],
+        "ratio_vs_openai_route_p90": s["turn"]["p90"] / s["openai_route"]["p90"],
+        "ratio_vs_handle_p90": s["turn"]["p90"] / s["handle"]["p90"],
+        "grpc_ratio_vs_handle": s["turn_grpc"]["p50"] / s["handle"]["p50"],
+        "grpc_ratio_vs_openai_route": s["turn_grpc"]["p50"] / s["openai_route"]["p50"],
+        "turns": turns, "config": config, "max_reply_tokens": max_reply_tokens,
+        "switch_interval_ms": switch_interval_ms,
+        # the ingress's own first token (from receiving the request) and the rest of the client's wait
+        # (proxy, connection, framing), per turn path
+        "server_first_token_ms": {k: {"p50": pct(v, 0.5), "p90": pct(v, 0.9)} for k, v in SERVER.items()},
+        "outside_ingress_ms": {k: {"p50": pct([a[0] - b for a, b in zip(rows[k], v, strict=True)], 0.5)}
+                               for k, v in SERVER.items() if len(v) == len(rows[k])},
+    }
+
+
+def report(rows: dict[str, list[tuple[float, float]]], result: dict[str, Any], out: Path) -> None:
+    """Print the table and the ratios; write ``result`` to ``out``."""
+    print(f"{'':14} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
+    for name, r in rows.items():
+        v = summary(r)
+        print(f"{name:14} {v['p50']:10.1f} {v['p90']:10.1f} {v['e2e_p50']:10.1f} {v['e2e_p90']:10.1f}")
+    print(f"turn / openai_route (p50) {result['ratio_vs_openai_route']:.3f}; "
+          f"turn / handle (p50) {result['ratio_vs_handle']:.3f}; "
+          f"turn_grpc / handle (p50) {result['grpc_ratio_vs_handle']:.3f}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(REPO / "configs" / "embedded.yaml"))
     ap.add_argument("--turns", type=int, default=30)
@@ -140,33 +249,19 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "results" / "bench_overhead.json"))
     ap.add_argument("--switch-interval-ms", type=float, default=None,
                     help="ingress.switch_interval_ms for the app (default: the config's)")
-    ns = ap.parse_args()
+    ns = ap.parse_args(argv)
 
-    # The overhead is measured on the prompting pipeline: its one generator call is exactly the
-    # request the two other paths send, so the differences are the app's own path.
     import tempfile
 
     import yaml
     from ray import serve
 
-    from pipelines.annex.prompting import PromptingPipeline, PromptingSettings
-    from pipelines.events import TurnRequest
-    from pipelines.protocols import NullEventSink
-    from pipelines.turn import TurnContext
     from serve.config import load_serve_file
     from serve.launch import start_app, wait_ready
     from serve.loadtest.cli import free_port
 
-    raw = yaml.safe_load(Path(ns.config).read_text())
     work = Path(tempfile.mkdtemp(prefix="tandem-bench-"))
-    app_args = raw["applications"][0]["args"]
-    app_args["pipeline"] = {"kind": "prompting", "max_reply_tokens": ns.max_tokens}
-    # A private session store: the sessions of an earlier run (same ids, the default store) would bring
-    # their history into the turn's prompt, and the turn would no longer send the other paths' tokens.
-    app_args["store"] = {**app_args.get("store", {}), "kind": "sqlite", "path": str(work / "sessions.db")}
-    app_args.setdefault("telemetry", {})["jsonl_dir"] = str(work / "telemetry")
-    if ns.switch_interval_ms is not None:
-        app_args.setdefault("ingress", {})["switch_interval_ms"] = ns.switch_interval_ms
+    raw = app_config(yaml.safe_load(Path(ns.config).read_text()), work, ns.max_tokens, ns.switch_interval_ms)
     cfg_path = work / "prompting.yaml"
     cfg_path.write_text(yaml.safe_dump(raw))
     sf = load_serve_file(cfg_path)
@@ -192,14 +287,6 @@ def main() -> int:
             return serve.get_deployment_handle(f"LLMServer:{gen.model_id}", app_name=ep["app"]).options(stream=True)
 
         handle = in_loop(make_handle())
-        p = args.pipeline
-        pipe = PromptingPipeline(None, PromptingSettings(p.system_prompt, p.max_reply_tokens, p.temperature, p.seed))  # type: ignore[arg-type]
-
-        def call_for(text: str):
-            ctx = TurnContext("bench", "t", "x", TurnRequest(text=text), [], NullEventSink())
-            return pipe.build_call(ctx)
-
-        base = ep["openai"].removesuffix("/v1")
         import grpc
 
         from serve.protos import assistant_pb2_grpc
@@ -209,60 +296,17 @@ def main() -> int:
         # building an httpx client per request costs ~15 ms of TLS setup on the client side alone.
         client = httpx.Client(timeout=120)
         stub = assistant_pb2_grpc.AssistantStub(channel)
-
-        run = uuid.uuid4().hex[:8]  # fresh sessions: every turn sends exactly the other paths' messages
-
-        def one(name: str, i: int, text: str, call) -> tuple[float, float]:
-            if name == "turn":
-                return app_turn(client, ep["http"], f"bench-{run}-{i}", text)
-            if name == "turn_grpc":
-                return grpc_turn(stub, ep["app"], f"bench-{run}-g{i}", text)
-            if name == "openai_route":
-                return openai_turn(client, base, openai_body(gen.model_id, call))
-            return in_loop(direct_turn(handle, gen.model_id, call))
-
-        rows: dict[str, list[tuple[float, float]]] = {k: [] for k in PATHS}
-        for i in range(ns.warmup + ns.turns):
-            text = PROMPTS[i % len(PROMPTS)]
-            call = call_for(text)
-            for k in range(len(PATHS)):  # rotate the order so no path always follows another
-                name = PATHS[(i + k) % len(PATHS)]
-                got = one(name, i, text, call)
-                if i >= ns.warmup:
-                    rows[name].append(got)
-                else:  # a warm-up turn's server time is not measured either
-                    SERVER.get(name, []).clear()
-            print(f"\r{i + 1}/{ns.warmup + ns.turns}", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
-        s = {name: summary(r) for name, r in rows.items()}
-        result = {
-            "ttft_ms": {name: {"p50": v["p50"], "p90": v["p90"]} for name, v in s.items()},
-            "e2e_ms": {name: {"p50": v["e2e_p50"], "p90": v["e2e_p90"]} for name, v in s.items()},
-            "ratio_vs_openai_route": s["turn"]["p50"] / s["openai_route"]["p50"],
-            "ratio_vs_handle": s["turn"]["p50"] / s["handle"]["p50"],
-            "ratio_vs_openai_route_p90": s["turn"]["p90"] / s["openai_route"]["p90"],
-            "ratio_vs_handle_p90": s["turn"]["p90"] / s["handle"]["p90"],
-            "grpc_ratio_vs_handle": s["turn_grpc"]["p50"] / s["handle"]["p50"],
-            "grpc_ratio_vs_openai_route": s["turn_grpc"]["p50"] / s["openai_route"]["p50"],
-            "turns": ns.turns, "config": Path(ns.config).name, "max_reply_tokens": p.max_reply_tokens,
-            "switch_interval_ms": args.ingress.switch_interval_ms,
-            # the ingress's own first token (from receiving the request) and the rest of the client's wait
-            # (proxy, connection, framing), per turn path
-            "server_first_token_ms": {k: {"p50": pct(v, 0.5), "p90": pct(v, 0.9)} for k, v in SERVER.items()},
-            "outside_ingress_ms": {k: {"p50": pct([a[0] - b for a, b in zip(rows[k], v, strict=True)], 0.5)}
-                                   for k, v in SERVER.items() if len(v) == len(rows[k])},
-        }
-        print(f"{'':14} {'TTFT p50':>10} {'TTFT p90':>10} {'E2E p50':>10} {'E2E p90':>10}   (ms)")
-        for name, v in s.items():
-            print(f"{name:14} {v['p50']:10.1f} {v['p90']:10.1f} {v['e2e_p50']:10.1f} {v['e2e_p90']:10.1f}")
-        print(f"turn / openai_route (p50) {result['ratio_vs_openai_route']:.3f}; "
-              f"turn / handle (p50) {result['ratio_vs_handle']:.3f}; "
-              f"turn_grpc / handle (p50) {result['grpc_ratio_vs_handle']:.3f}")
+        one = path_runner(client=client, http=ep["http"], base=ep["openai"].removesuffix("/v1"), stub=stub,
+                          app=ep["app"], direct=lambda call: in_loop(direct_turn(handle, gen.model_id, call)),
+                          model_id=gen.model_id,
+                          run=uuid.uuid4().hex[:8])  # fresh sessions: every turn sends exactly the other paths' messages
+        rows = run_paths(one, call_builder(args.pipeline), warmup=ns.warmup, turns=ns.turns)
+        result = result_of(rows, turns=ns.turns, config=Path(ns.config).name,
+                           max_reply_tokens=args.pipeline.max_reply_tokens,
+                           switch_interval_ms=args.ingress.switch_interval_ms)
         channel.close()
         client.close()
-        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(ns.out).write_text(json.dumps(result, indent=2))
-        print(f"wrote {ns.out}")
+        report(rows, result, Path(ns.out))
     finally:
         # the engine's shared-memory segments go with it (only those this run's process tree held)
         shutdown_local(shm_held_by(descendants(os.getpid())), shm_before)

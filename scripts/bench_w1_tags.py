@@ -254,71 +254,39 @@ async def one(client: Any, call: Any, meta: Any) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default=str(REPO / "configs" / "embedded.yaml"))
-    ap.add_argument("--limit", type=int, default=20, help="tau2 openings measured")
-    ap.add_argument("--warmup", type=int, default=2, help="openings run first, not measured")
-    ap.add_argument("--tau2-dir", default=None)
-    ap.add_argument("--variants", default="long,segments,parallel", help=f"comma-separated: {', '.join(VARIANTS)}")
-    ap.add_argument("--out", default=str(REPO / "results" / "bench_w1_tags.json"))
-    ns = ap.parse_args()
-    variants = [v for v in ns.variants.split(",") if v]
-    if "long" not in variants or any(v not in VARIANTS for v in variants):
-        ap.error(f"--variants must include long (the reference) and name only {', '.join(VARIANTS)}")
-
-    import ray
-    import yaml
-    from ray import serve
-
-    from pipelines.domains.support.replay import default_tau2_dir
-    from serve.eval.suites import tau2_suite
-    from serve.launch import start_app
-    from serve.model_client import ServeModelClient
-
-    base = Path(ns.tau2_dir) if ns.tau2_dir else default_tau2_dir()
-    texts = [c.turns[0].text for c in tau2_suite(base, ns.warmup + ns.limit)]
-    tmp = Path(tempfile.mkdtemp(prefix="bench-w1-tags-"))
-    raw = yaml.safe_load(Path(ns.config).read_text())
+def bench_config(raw: dict[str, Any], work: Path) -> dict[str, Any]:
+    """The bench's app config: ``raw`` (a Serve file) with a private session store and telemetry folder."""
     args = raw["applications"][0]["args"]
-    args["store"] = {"kind": "sqlite", "path": str(tmp / "sessions.db")}
-    args.setdefault("telemetry", {})["jsonl_dir"] = str(tmp / "telemetry")
-    cfg = tmp / "app.yaml"
-    cfg.write_text(yaml.safe_dump(raw))
-    from tests.integration.conftest import free_port
+    args["store"] = {"kind": "sqlite", "path": str(work / "sessions.db")}
+    args.setdefault("telemetry", {})["jsonl_dir"] = str(work / "telemetry")
+    return raw
 
-    ends = start_app(str(cfg), num_cpus=4, http_port=free_port(), grpc_port=free_port())
+
+async def measure(client: Any, texts: list[str], variants: list[str], warmup: int) -> list[dict[str, Any]]:
+    """Every opening once per variant and once through the prompting call, the order rotating per opening;
+    each run's chunks replayed through the narration gate under every release policy."""
     rows: list[dict[str, Any]] = []
-    try:
-        from serve.deploy import wait_app_running
+    for i, text in enumerate(texts):
+        runs = [*variants, "prompting"]
+        order = runs[i % len(runs):] + runs[:i % len(runs)]  # rotate who goes first
+        pair: dict[str, Any] = {"text": text, "warmup": i < warmup}
+        for variant in order:
+            if variant == "prompting":
+                pair[variant] = await one_prompting(client, text)
+                continue
+            call, meta = build_call(variant, text, client)
+            run_one = one_parallel(call, meta) if VARIANTS[variant][2] else one(client, call, meta)
+            pair[variant] = await run_one
+            for policy in RELEASES:
+                pair[variant][f"visible_{policy}_ms"] = await visible_at(pair[variant]["chunks"], _names(text), policy)
+        rows.append(pair)
+        print(f"{i:2d} " + "  ".join(f"{v} {pair[v]['first_narration_ms']} ms {pair[v]['intent']}/"
+                                     f"{pair[v]['sub_intent']}" for v in variants), flush=True)
+    return rows
 
-        wait_app_running(ends["app"], timeout_s=600)
-        model_id = next(iter(args["models"].values()))["model_id"]
-        handle = serve.get_deployment_handle(f"LLMServer:{model_id}", app_name=ends["app"])
-        client = ServeModelClient({"orchestrator": (handle, model_id), "generator": (handle, model_id)})
 
-        async def run() -> None:
-            for i, text in enumerate(texts):
-                runs = [*variants, "prompting"]
-                order = runs[i % len(runs):] + runs[:i % len(runs)]  # rotate who goes first
-                pair: dict[str, Any] = {"text": text, "warmup": i < ns.warmup}
-                for variant in order:
-                    if variant == "prompting":
-                        pair[variant] = await one_prompting(client, text)
-                        continue
-                    call, meta = build_call(variant, text, client)
-                    run_one = one_parallel(call, meta) if VARIANTS[variant][2] else one(client, call, meta)
-                    pair[variant] = await run_one
-                    for policy in RELEASES:
-                        pair[variant][f"visible_{policy}_ms"] = await visible_at(pair[variant]["chunks"], _names(text), policy)
-                rows.append(pair)
-                print(f"{i:2d} " + "  ".join(f"{v} {pair[v]['first_narration_ms']} ms {pair[v]['intent']}/"
-                                             f"{pair[v]['sub_intent']}" for v in variants), flush=True)
-
-        asyncio.run(run())
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+def summarize(rows: list[dict[str, Any]], variants: list[str]) -> dict[str, Any]:
+    """The measured openings (warm-up left out): p50 / p90 per variant, the ratios, the labels agreement."""
     measured = [r for r in rows if not r["warmup"]]
     summary: dict[str, Any] = {}
     for v in variants:
@@ -350,13 +318,62 @@ def main() -> int:
         n = sum(1 for r in measured if (r[v]["intent"], r[v]["sub_intent"]) == (r["long"]["intent"],
                                                                                r["long"]["sub_intent"]))
         same[v] = f"{n}/{len(measured)}"
-    result = {"openings": len(measured), "summary": summary, "ratios": ratios,
-              "same_labels_as_long": same, "loadavg_after": list(os.getloadavg()), "rows": rows}
-    out = Path(ns.out)
+    return {"openings": len(measured), "summary": summary, "ratios": ratios,
+            "same_labels_as_long": same, "loadavg_after": list(os.getloadavg()), "rows": rows}
+
+
+def write_result(result: dict[str, Any], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     print(f"wrote {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=str(REPO / "configs" / "embedded.yaml"))
+    ap.add_argument("--limit", type=int, default=20, help="tau2 openings measured")
+    ap.add_argument("--warmup", type=int, default=2, help="openings run first, not measured")
+    ap.add_argument("--tau2-dir", default=None)
+    ap.add_argument("--variants", default="long,segments,parallel", help=f"comma-separated: {', '.join(VARIANTS)}")
+    ap.add_argument("--out", default=str(REPO / "results" / "bench_w1_tags.json"))
+    ns = ap.parse_args(argv)
+    variants = [v for v in ns.variants.split(",") if v]
+    if "long" not in variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants must include long (the reference) and name only {', '.join(VARIANTS)}")
+
+    import ray
+    import yaml
+    from ray import serve
+
+    from pipelines.domains.support.replay import default_tau2_dir
+    from serve.eval.suites import tau2_suite
+    from serve.launch import start_app
+    from serve.loadtest.cli import free_port
+    from serve.model_client import ServeModelClient
+
+    base = Path(ns.tau2_dir) if ns.tau2_dir else default_tau2_dir()
+    texts = [c.turns[0].text for c in tau2_suite(base, ns.warmup + ns.limit)]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-w1-tags-"))
+    raw = bench_config(yaml.safe_load(Path(ns.config).read_text()), tmp)
+    args = raw["applications"][0]["args"]
+    cfg = tmp / "app.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+
+    ends = start_app(str(cfg), num_cpus=4, http_port=free_port(), grpc_port=free_port())
+    rows: list[dict[str, Any]] = []
+    try:
+        from serve.deploy import wait_app_running
+
+        wait_app_running(ends["app"], timeout_s=600)
+        model_id = next(iter(args["models"].values()))["model_id"]
+        handle = serve.get_deployment_handle(f"LLMServer:{model_id}", app_name=ends["app"])
+        client = ServeModelClient({"orchestrator": (handle, model_id), "generator": (handle, model_id)})
+        rows = asyncio.run(measure(client, texts, variants, ns.warmup))
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    write_result(summarize(rows, variants), Path(ns.out))
     return 0
 
 
