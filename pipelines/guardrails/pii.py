@@ -250,8 +250,12 @@ class Vault:
         return obj
 
 
+#: What :func:`mask_pii_fields` writes in place of a value a log must not hold.
+MASKED = "[REDACTED]"
+
+
 def mask_pii_fields(obj: Any, fields: frozenset[str] = PII_FIELDS) -> Any:
-    """A copy of a JSON-like value for logs: values under a :data:`PII_FIELDS` key become ``[REDACTED]``.
+    """A copy of a JSON-like value for logs: values under a :data:`PII_FIELDS` key become :data:`MASKED`.
 
     A value that is already one placeholder stays (it is what the session's
     models saw). A string holding a JSON object (a model's raw decision) is
@@ -261,7 +265,7 @@ def mask_pii_fields(obj: Any, fields: frozenset[str] = PII_FIELDS) -> Any:
         out: dict[Any, Any] = {}
         for k, v in obj.items():
             if k in fields and v not in (None, "") and not (isinstance(v, str) and PLACEHOLDER_RE.fullmatch(v)):
-                out[k] = "[REDACTED]" if isinstance(v, str | int | float) else mask_pii_fields(v, fields)
+                out[k] = MASKED if isinstance(v, str | int | float) else mask_pii_fields(v, fields)
             else:
                 out[k] = mask_pii_fields(v, fields)
         return out

@@ -333,7 +333,10 @@ class Evaluator:
                 row["correct"], row["detail"] = score(turn.expect, facts, turn.text, status)
                 row["entity_status"] = status
         if decides:
-            row["invented"] = invented_arguments(self.kind, log, ledger, self._vocab or set()) if self.logged else None
+            withheld: list[dict[str, str]] = []
+            row["invented"] = (invented_arguments(self.kind, log, ledger, self._vocab or set(), withheld)
+                               if self.logged else None)
+            row["withheld"] = withheld if self.logged else None
         else:  # a kind that calls no tools invents nothing; the others are not judged here
             row["invented"] = [] if self.kind == "prompting" else None
         row["unrequested"] = unrequested_cards(sse, ledger.raw_texts)

@@ -8,7 +8,10 @@
   every orchestrator step that calls a tool or proposes a card, and every tool the code
   dispatched (step 0: Φ, the transfer of an escalation); a confirmed write replays a card
   already counted. Comparisons are in the redacted space of the events: the user's texts
-  are redacted client-side exactly as the pre-guard does (same vault numbering).
+  are redacted client-side exactly as the pre-guard does (same vault numbering). A value
+  the event log withheld (a raw name, zip or address line under a PII key, logged as
+  ``[REDACTED]``) cannot be judged: it is counted apart (``withheld arguments``), not as
+  invented.
 * **unrequested cards** — an action card shown (SSE ``action_card``) in a turn whose text,
   or the user's text just before it (an answer to a clarify question), matches no
   lexical rule of the card's family (:data:`CARD_FAMILY_RULES`). The rules are this
@@ -27,7 +30,7 @@ from typing import Any
 
 from pipelines.grounding import appears_in, normalize_value
 from pipelines.guardrails.ids import normalize_text
-from pipelines.guardrails.pii import Vault
+from pipelines.guardrails.pii import MASKED, Vault
 
 __all__ = [
     "CARD_FAMILY_RULES",
@@ -151,8 +154,12 @@ def _decided_args(kind: str, log: Sequence[Event]) -> Iterable[tuple[str, str, M
 
 
 def invented_arguments(kind: str, log: Sequence[Event], ledger: SessionLedger,
-                       vocabulary: set[str]) -> list[dict[str, str]]:
-    """The invented argument values of one turn (see module docstring); folds its observations into ``ledger``."""
+                       vocabulary: set[str], withheld: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
+    """The invented argument values of one turn (see module docstring); folds its observations into ``ledger``.
+
+    A value the event log withheld (:data:`~pipelines.guardrails.pii.MASKED`: a raw name, zip or address
+    line under a PII key) cannot be judged from the log: it is not counted as invented but listed in
+    ``withheld`` (when given), so a report can say how many arguments went unjudged."""
     out: list[dict[str, str]] = []
     for source, name, args, e in _decided_args(kind, log):
         if args is None:
@@ -164,6 +171,10 @@ def invented_arguments(kind: str, log: Sequence[Event], ledger: SessionLedger,
             continue
         for arg, value in args.items():
             for v in _strings(value):
+                if v == MASKED:
+                    if withheld is not None:
+                        withheld.append({"source": source, "name": name, "arg": str(arg)})
+                    continue
                 if not ledger.grounded(v, vocabulary):
                     out.append({"source": source, "name": name, "arg": str(arg), "value": v[:80]})
     return out

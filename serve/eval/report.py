@@ -78,6 +78,7 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
         "correct": rate(r.get("correct") for r in rows),
         "terminal_within_cap": rate(r.get("terminal") for r in rows),
         "invented_arguments": _count(rows, "invented"),
+        "withheld_arguments": _count(rows, "withheld"),
         "unrequested_cards": _count(rows, "unrequested"),
         "delivered_unselected_actions": _count(rows, "unselected"),
     }
@@ -231,7 +232,8 @@ DECISION_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_m
                 ("turns without a delta", "turns_without_delta"),
                 ("first token or end p50 / p90 ms", "first_token_or_end_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
                 ("correct", "correct"), ("terminal within cap", "terminal_within_cap"),
-                ("invented args", "invented_arguments"), ("unrequested cards", "unrequested_cards"),
+                ("invented args", "invented_arguments"), ("withheld args", "withheld_arguments"),
+                ("unrequested cards", "unrequested_cards"),
                 ("unselected actions", "delivered_unselected_actions"), ("load 1m p50 / p90", "loadavg_1m"))
 BASE_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),
              ("turns without a delta", "turns_without_delta"), ("e2e p50 / p90 ms", "e2e_ms"))

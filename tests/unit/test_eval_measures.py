@@ -164,3 +164,17 @@ def test_clarify_and_escalation_texts_are_delivered_text_too():
     sse = [{"type": "clarify", "question": "Use card.modify_payment?", "options": []},
            {"type": "escalation", "reason_code": "x", "message": "see card.return_items"}]
     assert delivered_unselected_actions(sse, None) == ["card.modify_payment", "card.return_items"]
+
+
+def test_a_value_the_log_withheld_is_counted_apart_not_as_invented():
+    from pipelines.guardrails.pii import MASKED, mask_pii_fields
+
+    led = ledger("I'm Yusuf Rossi, zip code 19122.")
+    logged = mask_pii_fields({"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"})
+    assert set(logged.values()) == {MASKED}  # what the event log holds
+    withheld: list = []
+    got = invented_arguments("tandem", [ttool("find_user_id_by_name_zip", logged)], led, VOCAB, withheld)
+    assert got == [] and [w["arg"] for w in withheld] == ["first_name", "last_name", "zip"]
+    # a judgeable argument beside a withheld one is still judged
+    mixed = ttool("find_user_id_by_name_zip", {"first_name": MASKED, "last_name": "Smith", "zip": MASKED})
+    assert [i["value"] for i in invented_arguments("tandem", [mixed], led, VOCAB)] == ["Smith"]
