@@ -153,13 +153,19 @@ def _decided_args(kind: str, log: Sequence[Event]) -> Iterable[tuple[str, str, M
             yield "observe", str(e.get("tool")), None, e
 
 
+#: PII fields whose user-given values the pre-guard always turns into placeholders (every email is detected).
+PLACEHOLDER_FIELDS = frozenset({"email"})
+
+
 def invented_arguments(kind: str, log: Sequence[Event], ledger: SessionLedger,
                        vocabulary: set[str], withheld: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
     """The invented argument values of one turn (see module docstring); folds its observations into ``ledger``.
 
     A value the event log withheld (:data:`~pipelines.guardrails.pii.MASKED`: a raw name, zip or address
     line under a PII key) cannot be judged from the log: it is not counted as invented but listed in
-    ``withheld`` (when given), so a report can say how many arguments went unjudged."""
+    ``withheld`` (when given), so a report can say how many arguments went unjudged. Under a key of
+    :data:`PLACEHOLDER_FIELDS` it is judged all the same: the user's own value would have reached the
+    pipeline as a placeholder, which the log keeps, so a raw one there was not the user's."""
     out: list[dict[str, str]] = []
     for source, name, args, e in _decided_args(kind, log):
         if args is None:
@@ -171,7 +177,7 @@ def invented_arguments(kind: str, log: Sequence[Event], ledger: SessionLedger,
             continue
         for arg, value in args.items():
             for v in _strings(value):
-                if v == MASKED:
+                if v == MASKED and str(arg) not in PLACEHOLDER_FIELDS:
                     if withheld is not None:
                         withheld.append({"source": source, "name": name, "arg": str(arg)})
                     continue

@@ -178,3 +178,6 @@ def test_a_value_the_log_withheld_is_counted_apart_not_as_invented():
     # a judgeable argument beside a withheld one is still judged
     mixed = ttool("find_user_id_by_name_zip", {"first_name": MASKED, "last_name": "Smith", "zip": MASKED})
     assert [i["value"] for i in invented_arguments("tandem", [mixed], led, VOCAB)] == ["Smith"]
+    # an email the user gave reaches the log as a placeholder: a masked (raw) one was not theirs
+    raw = ttool("find_user_id_by_email", mask_pii_fields({"email": "sam@example.com"}))
+    assert [i["arg"] for i in invented_arguments("tandem", [raw], led, VOCAB, withheld)] == ["email"]
