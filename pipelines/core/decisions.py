@@ -146,7 +146,8 @@ def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) 
             continue
         offer.cards[card.id] = (card, bound_schema(schema))
     topics = [domain.clarify_key(k) for k in missing]
-    offer.clarify = list(dict.fromkeys([t for t in topics if t] + ["details"]))
+    # a clarify asks for exactly what a card lacks; "details" only when no card lacks anything namable
+    offer.clarify = list(dict.fromkeys([t for t in topics if t])) or ["details"]
     offer.select_ids = owned_records(facts, domain.entity_kind)
     return offer
 

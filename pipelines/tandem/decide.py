@@ -7,7 +7,8 @@ decision — Φ's ``then`` or the bounded orchestrator.
                 the client at once); when the labels close, Φ(intent, sub-intent, snapshot) starts the
                 read tools with grounded arguments
     W2 slots    started when the labels close (the pack asks for it), beside the narration
-    decision    Φ's reads folded, then: ``respond`` → answer; ``choose`` with several of the user's
+    decision    Φ's reads folded (a row with no ``then`` whose reads changed the snapshot — the identity
+                lookup — is followed once by the row that hits now: :func:`advance`), then: ``respond`` → answer; ``choose`` with several of the user's
                 records and none named → which one?; ``clarify:<kind>`` → the pack's question (after
                 Φ again with W2's candidates: fill at tool time); otherwise the orchestrator over the
                 grounded offer (``propose``: one step that may only fill the intent's card)
@@ -134,6 +135,9 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
             then = phi.then if phi is not None and phi.hit else None
             if then and then.startswith("clarify:") and not (phi.tools if phi else ()):
                 then = None if await refill(st, d) else then
+            elif phi is not None and phi.hit and phi.tools and then is None:
+                chained = await advance(st, d)
+                then = chained.then if chained is not None else then
             with st.timed("orchestrate"), stage_span("orchestrate", turn_id=st.turn_id, role="orchestrator"):
                 options = owned_records(facts, d.entity_kind) if then == "choose" else []
                 if then == "respond":
@@ -206,6 +210,30 @@ async def slot_call(st: TandemState, domain: Domain, models: ModelClient, s: Tan
     st.facts.candidates.add_all(found, "user")
     st.counters.w2("slots_ok")
     st.emit("tandem.w2.slots", ok=True, proposed=slots, grounded=found)
+
+
+async def advance(st: TandemState, domain: Domain) -> Any:
+    """Φ again after its own reads, once: a read that changed the snapshot (the identity lookup verified the
+    user) may make a later row of the same request hit now (read the order the user named before the
+    identity question), so the turn goes on with the request instead of asking what the user needs.
+
+    Runs only that row's reads not already run this turn; returns its outcome (``None``: nothing new)."""
+    assert st.facts is not None and st.caller is not None and st.tables is not None
+    snapshot = domain.snapshot_values(st.facts)
+    outcome = phi_lookup((await st.tables).phi, st.intent, st.sub_intent, Snapshot.of(snapshot))
+    done = {(r.tool, json.dumps(r.args, sort_keys=True)) for r in st.caller.records}
+    calls = [c for c in outcome.tools
+             if (c.tool, json.dumps(st.vault.redact_obj(dict(c.args)), sort_keys=True)) not in done]
+    if not (outcome.hit and calls):
+        return None
+    st.counters.dispatch("phi_chain")
+    st.emit("tandem.phi", intent=st.intent, sub_intent=st.sub_intent, outcome=outcome.kind, chained=True,
+            tools=[c.tool for c in calls], calls=[c.model_dump() for c in calls], then=outcome.then,
+            snapshot=snapshot, table_version=outcome.table_version)
+    results = await asyncio.gather(*(st.caller.raw(c.tool, dict(c.args), step=0) for c in calls))
+    for c, r in zip(calls, results, strict=True):
+        st.caller.fold(c.tool, dict(c.args), r, step=0)
+    return outcome
 
 
 async def refill(st: TandemState, domain: Domain) -> bool:

@@ -34,6 +34,45 @@ def test_a_request_made_before_the_identity_question_goes_on_after_it() -> None:
     assert h.meta["state"]["authenticated_user_id"] == "alex_rivera_1001"
 
 
+def _turn_events(h: TandemHarness, since: int, kind: str) -> list[dict]:
+    return [f for k, f in h.sink.events[since:] if k == kind]
+
+
+def test_after_the_identity_lookup_the_turn_reads_the_order_named_before_it() -> None:
+    h = TandemHarness()
+    h.turn(f"Cancel order {OID} now.", orch=[w1("cancel", "order", "Let me check that.")])
+    n = len(h.sink.events)
+    r = h.turn("my email is alex.rivera@example.com", orch=[w1("cancel", "order", "Let me find your account."),
+                                                             j(decision="clarify", about="reason")])
+    phi = _turn_events(h, n, "tandem.phi")
+    assert [(p["tools"], p.get("chained", False), p["then"]) for p in phi] == [
+        (["find_user_id_by_email"], False, None), (["get_order_details"], True, "propose")]
+    assert [t["tool"] for t in _turn_events(h, n, "tandem.tool")] == ["find_user_id_by_email", "get_order_details"]
+    assert [e.question for e in r.events if e.type == "clarify"] == [
+        "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?"]
+    assert h.counters.snapshot()["dispatch"]["phi_chain"] == 1
+
+
+def test_after_the_identity_lookup_without_a_named_order_the_turn_asks_which_one() -> None:
+    h = TandemHarness()
+    h.turn("I want to cancel an order.", orch=[w1("cancel", "order", "Let me check that.")])
+    n = len(h.sink.events)
+    r = h.turn("my email is alex.rivera@example.com", orch=[w1("cancel", "order", "Let me find your account.")])
+    assert [(p["tools"], p["then"]) for p in _turn_events(h, n, "tandem.phi")] == [
+        (["find_user_id_by_email"], None), (["get_user_details"], "choose")]
+    clar = [e for e in r.events if e.type == "clarify"]
+    assert len(clar) == 1 and len(clar[0].options) > 1  # the user's own orders, to choose from
+
+
+def test_a_row_that_ends_the_decision_is_not_chained() -> None:
+    h = TandemHarness()
+    h.turn("my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
+    n = len(h.sink.events)
+    h.turn(f"Please cancel order {OID}", orch=[w1("cancel", "order", "Let me check that order.")])
+    phi = _turn_events(h, n, "tandem.phi")
+    assert [(p["tools"], p["then"]) for p in phi] == [(["get_order_details"], "propose")]  # verified: one row
+
+
 def test_the_carried_request_skips_turns_that_fell_back() -> None:
     from types import SimpleNamespace
 
@@ -103,3 +142,20 @@ def test_change_asked_reads_the_packs_change_intents_and_trusts_a_pack_without_c
     class NoCues:  # a pack whose intent prior reads no change requests
         change_cues = False
     assert change_asked(NoCues(), ["my email is [EMAIL_1]"]) is True
+
+
+def test_a_clarify_may_ask_only_for_what_a_card_lacks() -> None:
+    from pipelines.core.decisions import build_offer, decision_schema
+    from pipelines.domain import TurnFacts
+
+    d = load_domain("support")
+    facts = TurnFacts(session_id="s", user_text=f"cancel {OID}", user_texts=[f"cancel {OID}"],
+                      user_id="alex_rivera_1001", state={"authenticated_user_id": "alex_rivera_1001"})
+    facts.candidates.add_all({"order_id": [OID], "user_id": ["alex_rivera_1001"]}, "user")
+    offer = build_offer(d, facts, intent="cancel", sub_intent="order")
+    assert offer.cards == {} and offer.clarify == ["reason"]  # not "details": the reason is what is missing
+    about = [b["properties"]["about"]["enum"] for b in decision_schema(offer)["anyOf"] if "about" in b["properties"]]
+    assert about == [["reason"]]
+    facts.candidates.add_all({"cancel_reason": ["no longer needed"]}, "user")
+    offer = build_offer(d, facts, intent="cancel", sub_intent="order")
+    assert list(offer.cards) == ["card.cancel_order"] and offer.clarify == ["details"]  # nothing lacking
