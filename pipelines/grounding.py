@@ -126,6 +126,14 @@ class CandidateSet(BaseModel):
     def kinds(self) -> list[str]:
         return sorted(k for k, v in self.values.items() if v)
 
+    def keep(self, kind: str, values: Iterable[Any]) -> None:
+        """Narrow ``kind`` to the candidates among ``values`` (order kept; the others are dropped)."""
+        wanted = {normalize_value(v) for v in values}
+        kept = [v for v in self.values.get(kind, []) if normalize_value(v) in wanted]
+        if kind in self.values:
+            self.values[kind] = kept
+            self.sources[kind] = {v: src for v, src in self.sources.get(kind, {}).items() if v in kept}
+
 
 def nested_path(argument: str, field: str) -> str:
     """The grounding key of ``field`` in each item of the list argument ``argument``."""

@@ -7,8 +7,9 @@ decision — Φ's ``then`` or the bounded orchestrator.
                 the client at once); when the labels close, Φ(intent, sub-intent, snapshot) starts the
                 read tools with grounded arguments
     W2 slots    started when the labels close (the pack asks for it), beside the narration
-    decision    Φ's reads folded (a row with no ``then`` whose reads changed the snapshot — the identity
-                lookup — is followed once by the row that hits now: :func:`advance`), then: ``respond`` → answer; ``choose`` with several of the user's
+    decision    Φ's reads folded (a row with no ``then`` or ``propose`` whose reads changed the snapshot —
+                the identity lookup, the order read — is followed by the row that hits now, at most
+                twice: :func:`advance`), then: ``respond`` → answer; ``choose`` with several of the user's
                 records and none named → which one?; ``clarify:<kind>`` → the pack's question (after
                 Φ again with W2's candidates: fill at tool time); otherwise the orchestrator over the
                 grounded offer (``propose``: one step that may only fill the intent's card)
@@ -135,9 +136,12 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
             then = phi.then if phi is not None and phi.hit else None
             if then and then.startswith("clarify:") and not (phi.tools if phi else ()):
                 then = None if await refill(st, d) else then
-            elif phi is not None and phi.hit and phi.tools and then is None:
-                chained = await advance(st, d)
-                then = chained.then if chained is not None else then
+            elif phi is not None and phi.hit and phi.tools and then in (None, "propose"):
+                for _ in range(2):  # bounded: identity lookup → the named order → its product
+                    chained = await advance(st, d)
+                    if chained is None:
+                        break
+                    then = chained.then
             with st.timed("orchestrate"), stage_span("orchestrate", turn_id=st.turn_id, role="orchestrator"):
                 options = owned_records(facts, d.entity_kind) if then == "choose" else []
                 if then == "respond":
@@ -213,9 +217,10 @@ async def slot_call(st: TandemState, domain: Domain, models: ModelClient, s: Tan
 
 
 async def advance(st: TandemState, domain: Domain) -> Any:
-    """Φ again after its own reads, once: a read that changed the snapshot (the identity lookup verified the
-    user) may make a later row of the same request hit now (read the order the user named before the
-    identity question), so the turn goes on with the request instead of asking what the user needs.
+    """Φ again after its own reads: a read that changed the snapshot (the identity lookup verified the
+    user; the order read names the product of the item the user described) may make a later row of the
+    same request hit now (read the order the user named before the identity question, then that item's
+    product), so the turn goes on with the request instead of asking what the user needs.
 
     Runs only that row's reads not already run this turn; returns its outcome (``None``: nothing new)."""
     assert st.facts is not None and st.caller is not None and st.tables is not None

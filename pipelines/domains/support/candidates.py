@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pipelines.grounding import appears_in
+from pipelines.grounding import appears_in, normalize_value
 from pipelines.guardrails.ids import extract_amounts, extract_ids
 
 from .world import CANCEL_REASONS
@@ -33,6 +33,8 @@ __all__ = [
     "slot_schema",
     "slot_candidates",
     "record_candidates",
+    "described_items",
+    "described_variants",
     "variant_candidates",
 ]
 
@@ -211,3 +213,38 @@ def variant_candidates(result: Mapping[str, Any] | None, owned_products: Iterabl
         return []
     variants = result.get("variants") or {}
     return [vid for vid, v in variants.items() if isinstance(v, Mapping) and v.get("available")]
+
+
+def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
+    """The item ids (of the user's observed orders) whose product name the user's words name.
+
+    ``items``: item id → ``{"name", "product_id"}``. Empty when the user named none (then every item of
+    the order stays a candidate)."""
+    texts = list(texts)
+    return [iid for iid, info in items.items() if info.get("name") and appears_in(str(info["name"]), texts)]
+
+
+def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],
+                       texts: Iterable[str]) -> list[str]:
+    """The available variants the user's words describe, as a change of ``current`` (the variant ids held now).
+
+    A variant qualifies when it is available, is not held now, and the user named at least one of its
+    option values that the held item does not have (the change asked for). The qualifying variants
+    are ranked by how many of their option values the user named, then by how many option values they
+    keep of the held item ("the same one but clicky"); every variant tied at the top is returned (one:
+    the change is determined; several: the user is asked which; none: nothing described yet)."""
+    texts, held = list(texts), [c for c in current if c in variants]
+    kept_values = {normalize_value(v) for c in held for v in (variants[c].get("options") or {}).values()}
+    scored: list[tuple[tuple[int, int], str]] = []
+    for vid, v in variants.items():
+        if not isinstance(v, Mapping) or not v.get("available") or vid in held:
+            continue
+        values = [str(x) for x in (v.get("options") or {}).values()]
+        named = [x for x in values if appears_in(x, texts)]
+        if not any(normalize_value(x) not in kept_values for x in named):
+            continue
+        scored.append(((len(named), sum(normalize_value(x) in kept_values for x in values)), vid))
+    if not scored:
+        return []
+    best = max(score for score, _ in scored)
+    return [vid for score, vid in scored if score == best]

@@ -35,6 +35,8 @@ from .candidates import (
     ARG_KINDS,
     FIXED_CANDIDATES,
     OPTIONAL_EMPTY,
+    described_items,
+    described_variants,
     extract_user_candidates,
     record_candidates,
     slot_candidates,
@@ -85,6 +87,11 @@ class SupportState(BaseModel):
     authenticated_user_id: str | None = None
     observed_ids: list[str] = Field(default_factory=list)
     owned_products: list[str] = Field(default_factory=list)
+    items: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Items of the user's observed orders: item id → {name, product_id}.")
+    variants: dict[str, dict[str, dict[str, Any]]] = Field(
+        default_factory=dict, description="Observed products of the user's orders: product id → variant id → "
+        "{options, available}.")
     records: CandidateSet = Field(default_factory=CandidateSet)
     pending: PendingCard | None = None
 
@@ -95,6 +102,23 @@ class SupportState(BaseModel):
 def support_rule_tables() -> dict[str, Any]:
     """The support rule bundle as a plain dict (``{version, phi, psi, tiers, w3}``)."""
     return read_tables(TABLES_DIR, "support")
+
+
+def _narrow(facts: TurnFacts, state: SupportState) -> None:
+    """Items and wanted variants as the user described them: once the user names items of an observed order
+    by their product name, only those items are candidates; a wanted variant is a candidate only when the
+    user's words describe it (:func:`.candidates.described_variants`), never merely because it is available."""
+    texts = [*facts.user_texts, facts.user_text]
+    named = described_items(state.items, texts)
+    if named:
+        facts.candidates.keep("item_id", named)
+    held = named or [i for i in state.items if i in facts.candidates.of("item_id")]
+    wanted: list[str] = []
+    for pid, variants in state.variants.items():
+        mine = [i for i in held if state.items.get(i, {}).get("product_id") == pid]
+        wanted += described_variants(variants, mine, texts)
+    if state.variants:
+        facts.candidates.keep("new_item_id", wanted)
 
 
 class SupportPack:
@@ -267,6 +291,7 @@ class SupportPack:
     def restore(self, facts: TurnFacts) -> None:
         state = self.state_of(facts)
         facts.candidates = facts.candidates.merged(state.records)
+        _narrow(facts, state)
 
     def reply_judges(self, facts: TurnFacts, contract: Any) -> list[Any]:
         return []
@@ -332,10 +357,19 @@ class SupportPack:
             found = record_candidates(tool, result, owner)
             if tool == "get_order_details" and owner and result.get("user_id") == owner:
                 state.owned_products = sorted(set(state.owned_products) | set(found.get("product_id", [])))
+                for item in result.get("items") or []:
+                    if item.get("item_id"):
+                        state.items[str(item["item_id"])] = {"name": str(item.get("name", "")),
+                                                             "product_id": str(item.get("product_id", ""))}
             if tool == "get_product_details":
                 found["new_item_id"] = variant_candidates(result, state.owned_products)
+                if found["new_item_id"]:
+                    state.variants[str(result.get("product_id"))] = {
+                        str(vid): {"options": dict(v.get("options") or {}), "available": bool(v.get("available"))}
+                        for vid, v in (result.get("variants") or {}).items() if isinstance(v, Mapping)}
             state.records.add_all(found, "record")
             facts.candidates.add_all(found, "record")
+            _narrow(facts, state)
         facts.state = state.model_dump(mode="json")
 
     def policy_lines(self, tool: str | None) -> Sequence[str]:
@@ -358,6 +392,10 @@ class SupportPack:
             if typed:
                 out["order_id"] = typed[-1]
                 break
+        named = described_items(state.items, [*facts.user_texts, facts.user_text])
+        if named:  # the product of a named item (the last in the order's item order): its variants answer
+            # a change of options
+            out["product_id"] = state.items[named[-1]]["product_id"]
         if c.has("email"):
             out["email"] = c.of("email")[-1]
         if c.has("first_name") and c.has("last_name") and c.has("zip"):

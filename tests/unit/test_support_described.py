@@ -1,0 +1,121 @@
+"""Items and wanted variants grounded from the user's description (pipelines/domains/support/candidates.py,
+the support pack's narrowing, and the Φ chain that reads the named item's product)."""
+
+from __future__ import annotations
+
+from pipelines.domains.support.candidates import described_items, described_variants
+from pipelines.grounding import CandidateSet
+from tests.doubles import j, w1
+
+from .harnesses import TandemHarness
+
+#: A keyboard held as linear / RGB / full size, and its siblings.
+KEYS = {
+    "held": {"options": {"switch type": "linear", "backlight": "RGB", "size": "full size"}, "available": True},
+    "clicky_rgb_full": {"options": {"switch type": "clicky", "backlight": "RGB", "size": "full size"},
+                        "available": True},
+    "clicky_none_full": {"options": {"switch type": "clicky", "backlight": "none", "size": "full size"},
+                         "available": True},
+    "clicky_rgb_80": {"options": {"switch type": "clicky", "backlight": "RGB", "size": "80%"}, "available": True},
+    "tactile_gone": {"options": {"switch type": "tactile", "backlight": "RGB", "size": "full size"},
+                     "available": False},
+}
+
+
+def test_the_same_one_but_with_the_option_named_is_the_one_described():
+    assert described_variants(KEYS, ["held"], ["I want the same keyboard but clicky"]) == ["clicky_rgb_full"]
+
+
+def test_every_option_restated_picks_the_variant_that_has_them_all():
+    text = "change it (switch type linear, backlight RGB, size full size) to switch type clicky, backlight RGB, " \
+           "size full size"
+    assert described_variants(KEYS, ["held"], [text]) == ["clicky_rgb_full"]
+
+
+def test_ties_are_all_returned_and_nothing_new_named_is_nothing():
+    free = {k: v for k, v in KEYS.items() if k != "held"}
+    assert described_variants(free, [], ["a clicky one"]) == ["clicky_rgb_full", "clicky_none_full", "clicky_rgb_80"]
+    assert described_variants(KEYS, ["held"], ["the RGB one, full size"]) == []  # only what it has already
+    assert described_variants(KEYS, ["held"], ["something else"]) == []
+    assert described_variants(KEYS, ["held"], ["tactile please"]) == []  # not available
+
+
+def test_items_are_named_by_their_product_name_as_whole_words():
+    items = {"1": {"name": "Mechanical Keyboard", "product_id": "p1"}, "2": {"name": "T-Shirt", "product_id": "p2"}}
+    assert described_items(items, ["the mechanical keyboard please"]) == ["1"]
+    assert described_items(items, ["my t-shirt and the Mechanical Keyboard"]) == ["1", "2"]
+    assert described_items(items, ["a keyboard"]) == []
+
+
+def test_keep_narrows_one_kind_and_its_sources():
+    c = CandidateSet()
+    c.add_all({"item_id": ["1", "2", "3"], "order_id": ["#W1"]}, "record")
+    c.keep("item_id", ["3", "1", "9"])
+    assert c.of("item_id") == ["1", "3"] and set(c.sources["item_id"]) == {"1", "3"} and c.of("order_id") == ["#W1"]
+    c.keep("absent", ["x"])
+    assert not c.has("absent")
+
+
+DELIVERED = "#W1000002"  # alex's earbuds: blue, 6 hours
+
+
+def _events(h: TandemHarness, since: int, kind: str) -> list[dict]:
+    return [f for k, f in h.sink.events[since:] if k == kind]
+
+
+def _exchange(new_item: str) -> tuple[TandemHarness, int, object]:
+    h = TandemHarness()
+    pm = h.world.orders[DELIVERED].payment_history[0].payment_method_id
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
+    n = len(h.sink.events)
+    params = {"order_id": DELIVERED, "item_ids": ["8818174143"], "new_item_ids": [new_item], "payment_method_id": pm}
+    r = h.turn(f"I want to exchange the wireless earbuds from order {DELIVERED} for the same ones in white.",
+               orch=[w1("exchange", "items", "Let me check that order."),
+                     j(decision="action", card_id="card.exchange_items", params=params)])
+    return h, n, r
+
+
+def test_an_exchange_described_in_words_reads_the_product_and_offers_the_described_variant():
+    h, n, r = _exchange("0931002516")  # white, 6 hours: the same battery life, the colour named
+    assert [(p["tools"], p["then"]) for p in _events(h, n, "tandem.phi")] == [
+        (["get_order_details"], "propose"), (["get_product_details"], "propose")]
+    product = h.world.orders[DELIVERED].items[0].product_id
+    assert h.meta["state"]["items"]["8818174143"] == {"name": "Wireless Earbuds", "product_id": product}
+    assert [(c.card_id, c.params["new_item_ids"]) for c in r.of("action_card")] == [
+        ("card.exchange_items", ["0931002516"])]
+
+
+def test_an_available_variant_the_user_did_not_describe_is_not_offered():
+    h, n, r = _exchange("3198296572")  # black: available, owned product, but not what the user described
+    assert not r.of("action_card") and h.meta["path"] == "clarify"
+
+
+def test_without_a_described_option_the_wanted_variant_is_asked_for():
+    h = TandemHarness()
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
+    n = len(h.sink.events)
+    r = h.turn(f"I want to exchange the wireless earbuds from order {DELIVERED}.",
+               orch=[w1("exchange", "items", "Let me check that order.")])
+    assert [p["tools"] for p in _events(h, n, "tandem.phi")] == [["get_order_details"], ["get_product_details"]]
+    step = _events(h, n, "tandem.step")[-1]
+    assert step["offer"]["cards"] == [] and "new_item" in step["offer"]["clarify"]
+    assert [e.question for e in r.events if e.type == "clarify"] == ["Which option would you like instead?"]
+
+
+def test_items_the_user_named_are_the_only_item_candidates_once_named():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"item_id": ["k1", "t1", "c1"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump(),
+             "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk"},
+                       "t1": {"name": "T-Shirt", "product_id": "pt"}, "c1": {"name": "Coffee Maker", "product_id": "pc"}}}
+    facts = TurnFacts(session_id="s", user_text="the keyboard is too loud", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == ["k1", "t1", "c1"]  # "keyboard" alone names no product
+    facts = TurnFacts(session_id="s", user_text="return the mechanical keyboard and the t-shirt", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == ["k1", "t1"]
+    assert pack.snapshot_values(facts)["product_id"] == "pt"  # the last named item, in the order's item order
