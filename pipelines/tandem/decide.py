@@ -85,12 +85,14 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
 def allowed_labels(domain: Domain, user_text: str, carried: tuple[str, str] | None = None) -> dict[str, list[str]]:
     """The pack's labels, narrowed to the intents (and sub-intents) the request's explicit cues allow.
 
-    A text with no cue of its own that answers a clarify of a change request (``carried``) is read as
-    that request going on: the labels are narrowed to it.
+    A text that answers a clarify of a change request (``carried``) with no cue of its own, or with cues
+    that include that request ("change it to the clicky one" answering which option of an exchange), is
+    read as that request going on: the labels are narrowed to it. Cues of other requests only ("actually,
+    return it instead") leave the request behind.
     """
     prior = domain.intent_prior(user_text)
     labels = {i: list(subs) for i, subs in domain.labels.items()}
-    if not prior and carried is not None:
+    if carried is not None and (not prior or carried[0] in prior):
         return {carried[0]: [carried[1]]}
     if prior:
         labels = {i: labels[i] for i in prior if i in labels}

@@ -87,6 +87,8 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cancel", re.compile(r"\bcancel", re.I)),
     ("return", re.compile(r"\b(return(?:ing)?\b(?!\s+policy)|send (?:it|them|this|these) back)", re.I)),
     ("exchange", re.compile(r"\b(exchang\w*|swap\w*)\b", re.I)),
+    # changing an item's options is an exchange or a modification: which one is the order's state, not the words
+    ("exchange", re.compile(r"\b(change|switch)\w*\b.{0,40}\b(size|colou?r|items?|options?)\b", re.I)),
     ("modify", re.compile(r"\b(change|modify|update|switch|edit)\w*\b.{0,40}\b(address|payment|size|colou?r|"
                           r"items?|options?|order|shipping)\b", re.I)),
     ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
