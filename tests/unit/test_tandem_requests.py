@@ -89,6 +89,23 @@ def test_the_carried_request_skips_turns_that_fell_back() -> None:
     assert carried_request(d, []) is None
 
 
+def test_an_answer_whose_cues_include_the_request_continues_it() -> None:
+    d = load_domain("support")
+    answer = "I'd like to change the keyboard to the full size option"
+    assert set(d.intent_prior(answer)) == {"exchange", "modify"}  # the order's state tells them apart
+    assert allowed_labels(d, answer, ("exchange", "items")) == {"exchange": ["items"]}
+    assert allowed_labels(d, "change my shipping address", ("exchange", "items")) == {
+        "modify": ["items", "address", "payment"]}  # another request: the exchange is left behind
+
+
+def test_a_short_closing_is_a_greeting_and_carries_no_request() -> None:
+    d = load_domain("support")
+    for text, sub in (("ok thanks", "thanks"), ("great, thank you!", "thanks"), ("that's all, bye", "bye")):
+        assert allowed_labels(d, text, ("cancel", "order")) == {"greeting": [sub]}, text
+    assert allowed_labels(d, "thanks, but I still want to cancel it", ("cancel", "order")) == {"cancel": ["order"]}
+    assert allowed_labels(d, "ok", ("cancel", "order")) == {"cancel": ["order"]}  # no closing word: goes on
+
+
 def test_a_text_with_its_own_cue_is_not_carried() -> None:
     d = load_domain("support")
     assert allowed_labels(d, "my email is [EMAIL_1]", ("cancel", "order")) == {"cancel": ["order"]}

@@ -99,7 +99,9 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("human", re.compile(r"\b(human|agent|person|representative|someone)\b", re.I)),
 )
 GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|thanks?|thank you|bye|goodbye)\b"
-                      r"|\bwhat can you (help|do)\b|\bhow can you help\b", re.I)
+                      r"|\bwhat can you (help|do)\b|\bhow can you help\b"
+                      # a short closing: "ok thanks", "great, thank you!", "that's all, bye"
+                      r"|^\W*(\w+'?\w*\W+){0,3}(thanks?|thank you|thx|bye|goodbye)\W*$", re.I)
 
 
 def intent_prior(text: str) -> list[str] | None:
