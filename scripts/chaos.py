@@ -25,7 +25,8 @@ the tools' write ledger and the world's entities — as ``writes.{lost, doubled,
     python scripts/chaos.py --quick            # one node loss + one ingress kill, the write audit
     python scripts/chaos.py --faults ingress_kill,tools_kill,node_loss,disconnect --out results/
 
-Writes ``<out>/chaos.json`` and prints a table. Runs start Ray: keep them small on a shared box.
+Writes ``<out>/chaos.json`` and ``<out>/timeline.png`` (every attempt's first token or end against its
+start, by outcome, the faults marked; ``--replot`` redraws a saved run) and prints a table. Runs start Ray: keep them small on a shared box.
 """
 
 from __future__ import annotations
@@ -489,6 +490,47 @@ def print_table(report: dict[str, Any]) -> None:
           f"confirmed {w['confirmed']}  (ledger entries {w['ledger_entries']})")
 
 
+def plot_timeline(report: dict[str, Any], path: Path) -> Path | None:
+    """Every attempt of the run: when it started (x) and how long until its first token or its end (y),
+    marked by outcome; a vertical line at each fault. ``None`` when the run recorded no attempt."""
+    attempts = report.get("timeline") or []
+    if not attempts:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for a in attempts:
+        key = "ok" if a["outcome"] == "ok" else "disconnected" if a["outcome"] == "disconnected" else "failed"
+        groups.setdefault(key, []).append(a)
+    style = {"ok": ("o", "tab:green"), "disconnected": ("s", "tab:gray"), "failed": ("x", "tab:red")}
+    for key, rows in groups.items():
+        xs = [a["start"] for a in rows]
+        ys = [max(1e-3, (a["first_token"] if a.get("first_token") is not None else a["end"]) - a["start"])
+              for a in rows]
+        marker, color = style[key]
+        ax.scatter(xs, ys, s=14, marker=marker, color=color, label=f"{key} ({len(rows)})")
+    top = max(max(0.0, (a["first_token"] if a.get("first_token") is not None else a["end"]) - a["start"])
+              for a in attempts) or 1.0
+    for name, t in (report.get("fault_times") or {}).items():
+        ax.axvline(t, color="tab:orange", lw=1, ls="--")
+        ax.text(t, top, f" {name}", rotation=90, va="top", fontsize=8, color="tab:orange")
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since the cluster started")
+    ax.set_ylabel("first token (or end) after the start, s")
+    ax.set_title("chaos: every attempt, by outcome; dashed: a fault injected")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 # -- main ------------------------------------------------------------------------------------------------
 
 def write_candidates(seed: int, n: int) -> list[tuple[str, str]]:
@@ -525,11 +567,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ready-timeout-s", type=float, default=1200.0)
     p.add_argument("--out", default="results")
     p.add_argument("--seed", type=int, default=7, help="the support world's seed (the app's domain.seed)")
+    p.add_argument("--replot", default=None, metavar="CHAOS_JSON",
+                   help="draw the timeline of a saved run (<out>/timeline.png) and print its table; no cluster")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    if ns.replot:
+        saved = json.loads(Path(ns.replot).read_text())
+        png = plot_timeline(saved, Path(ns.out) / "timeline.png")
+        if "writes" in saved:
+            print_table(saved)
+        print(f"wrote {png}" if png else "no attempt recorded: nothing to draw")
+        return 0 if png else 1
     faults = list(QUICK) if ns.quick else [f.strip() for f in ns.faults.split(",") if f.strip()]
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
@@ -598,9 +649,10 @@ def main(argv: list[str] | None = None) -> int:
         report["wall_s"] = round(time.monotonic() - t_start, 1)
     path = out / "chaos.json"
     path.write_text(json.dumps(report, indent=2, default=str))
+    png = plot_timeline(report, out / "timeline.png")
     if "writes" in report:
         print_table(report)
-    print(f"wrote {path} (wall {report['wall_s']} s)")
+    print(f"wrote {path}" + (f", {png}" if png else "") + f" (wall {report['wall_s']} s)")
     return 0
 
 

@@ -76,3 +76,28 @@ def test_every_fault_is_known_and_the_default_run_leaves_only_the_gcs_restart_ou
     ns = chaos.build_parser().parse_args([])
     assert ns.faults.split(",") == ["ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill",
                                     "model_kill"]
+
+
+def test_the_timeline_draws_every_attempt_and_replots_a_saved_run(tmp_path):
+    import json
+
+    import chaos
+
+    def att(start, ft, end, outcome):
+        return {"session_id": "s", "kind": "chat", "step": 0, "protocol": "http", "node": "n", "idem": "i",
+                "start": start, "end": end, "first_token": ft, "outcome": outcome, "executed": False, "retry": 0}
+
+    report = {"timeline": [att(1.0, 1.2, 2.0, "ok"), att(5.0, None, 9.0, "unavailable"),
+                           att(6.0, 6.5, 7.0, "disconnected")], "fault_times": {"node_loss": 4.5},
+              "faults": {"node_loss": {"in_flight": 1, "turns": 2, "failed": 1, "untyped": 0, "hangs": 0,
+                                       "recovery_s": 2.5, "baseline_recovery_s": None}},
+              "writes": {"lost": 0, "doubled": 0, "half_written": 0, "confirmed": 0, "ledger_entries": 0}}
+    png = chaos.plot_timeline(report, tmp_path / "t.png")
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert chaos.plot_timeline({"timeline": []}, tmp_path / "none.png") is None
+    saved = tmp_path / "chaos.json"
+    saved.write_text(json.dumps(report))
+    assert chaos.main(["--replot", str(saved), "--out", str(tmp_path / "re")]) == 0
+    assert (tmp_path / "re" / "timeline.png").is_file()
+    saved.write_text(json.dumps({"timeline": []}))
+    assert chaos.main(["--replot", str(saved), "--out", str(tmp_path / "none")]) == 1
