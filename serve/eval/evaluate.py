@@ -31,7 +31,7 @@ from .runner import EventLog, run_turn, session_turns
 from .scoring import DECIDING_KINDS, analyse_turn, score
 from .suites import Case, EvalTurn
 
-__all__ = ["Evaluator", "META_KEYS", "initial_status", "intent_matches"]
+__all__ = ["Evaluator", "META_KEYS", "initial_status", "intent_matches", "session_id"]
 
 #: The key of a kind's own record in a stored turn's meta.
 META_KEYS = {"tandem": "tandem", "dr": "dr"}
@@ -94,6 +94,11 @@ def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent:
         return card.intent == intent and (len(subs) <= 1 or (bool(sub_intent) and str(sub_intent) in card.id))
 
     return any(fits(c) for c in pack.cards if c.tool in tools)
+
+
+def session_id(kind: str, case: Case, stamp: str) -> str:
+    """One session per kind, suite and case of a run (two suites may both have a case ``task-0``)."""
+    return f"eval-{kind}-{case.suite}-{case.case_id}-{stamp}"[:120]
 
 
 def _meta_key(kind: str) -> str:
@@ -184,7 +189,7 @@ class Evaluator:
         """Play one session; one row per turn (a tau2 task: turns asked of its scripted user)."""
         if case.suite == "tau2-tasks":
             return self.run_task(case, on_row=on_row)
-        sid = f"eval-{self.kind}-{case.case_id}-{self.stamp}"[:120]
+        sid = session_id(self.kind, case, self.stamp)
         ledger = SessionLedger()
         for key in ("user_id", "opponent_id"):
             if case.info.get(key):
@@ -264,7 +269,7 @@ class Evaluator:
                                                              self.max_user_turns)
         if user is None:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")
-        sid = f"eval-{self.kind}-{case.case_id}-{self.stamp}"[:120]
+        sid = session_id(self.kind, case, self.stamp)
         ledger, session_tools = SessionLedger(), []
         rows: list[dict[str, Any]] = []
         writes: list[tuple[str, dict[str, Any]]] = []

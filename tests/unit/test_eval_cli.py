@@ -227,3 +227,13 @@ def test_resummarise_recomputes_from_saved_turns(fake_app, tmp_path):
 def test_the_parser_defaults_match_the_documented_run():
     ns = build_parser().parse_args([])
     assert (ns.pipelines, ns.suites, ns.limit) == ("tandem,dr,prompting", "tau2-openings,flows", 20)
+
+
+def test_two_suites_never_share_a_session():
+    from serve.eval.evaluate import session_id
+    from serve.eval.suites import Case, EvalTurn
+
+    one, two = Case("tau2-tasks", "task-0", (EvalTurn("hi"),)), Case("tau2-openings", "task-0", (EvalTurn("hi"),))
+    assert session_id("tandem", one, "120000") != session_id("tandem", two, "120000")
+    assert session_id("tandem", one, "120000") == session_id("tandem", one, "120000")
+    assert session_id("dr", one, "120000") != session_id("tandem", one, "120000")
