@@ -6,7 +6,7 @@ One step = one JSON object whose ``"decision"`` field discriminates::
     {"decision": "respond"}                                 answer from what is known
     {"decision": "clarify", "about": "<kind>"}              ask for what is missing (the pack's question)
     {"decision": "clarify", "question": "..."}              ... or in the model's words (``clarify_free``)
-    {"decision": "select", "entity_id": "<id>" | null}      the user's record meant (null: ask which)
+    {"decision": "select", "entity_id": "<id>" | null}      the user's record meant (null: ask which, among 2+)
     {"decision": "action", "card_id": "<card>", "params": {...}}   propose a change
     {"decision": "escalate", "reason_code": "<code>"}       hand over to a person
 
@@ -169,9 +169,9 @@ def decision_schema(offer: Offer) -> dict[str, Any]:
                               "question": {"type": "string", "maxLength": MAX_QUESTION_CHARS}}))
     elif offer.clarify:
         branches.append(_obj({"decision": {"const": "clarify"}, "about": {"enum": list(offer.clarify)}}))
-    if offer.select:
+    if offer.select and offer.select_ids:  # null asks which one: only where there are several to choose from
         entity: dict[str, Any] = ({"anyOf": [{"enum": list(offer.select_ids)}, {"type": "null"}]}
-                                  if offer.select_ids else {"type": "null"})
+                                  if len(offer.select_ids) > 1 else {"enum": list(offer.select_ids)})
         branches.append(_obj({"decision": {"const": "select"}, "entity_id": entity}))
     if offer.escalate:
         branches.append(_obj({"decision": {"const": "escalate"}, "reason_code": {"enum": list(REASON_CODES)}}))
@@ -225,6 +225,8 @@ def parse_decision(raw: str, offer: Offer) -> dict[str, Any]:
             raise DecisionError("select: entity_id must be a string or null")
         if eid is not None and eid not in offer.select_ids and not offer.open:
             raise DecisionError(f"select: {eid!r} is not selectable")
+        if eid is None and len(offer.select_ids) < 2 and not offer.open:
+            raise DecisionError("select: there is nothing to choose among")
         return {"decision": "select", "entity_id": eid}
     if kind == "action":
         cid = data.get("card_id")

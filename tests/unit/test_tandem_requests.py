@@ -176,3 +176,22 @@ def test_a_clarify_may_ask_only_for_what_a_card_lacks() -> None:
     facts.candidates.add_all({"cancel_reason": ["no longer needed"]}, "user")
     offer = build_offer(d, facts, intent="cancel", sub_intent="order")
     assert list(offer.cards) == ["card.cancel_order"] and offer.clarify == ["details"]  # nothing lacking
+
+
+def test_select_asks_which_one_only_among_several() -> None:
+    from pipelines.core.decisions import DecisionError, Offer, decision_schema, parse_decision
+
+    def select_branch(offer: Offer) -> list:
+        return [b["properties"]["entity_id"] for b in decision_schema(offer)["anyOf"]
+                if b["properties"]["decision"] == {"const": "select"}]
+
+    assert select_branch(Offer()) == []  # nothing on record: no select at all (a product question)
+    assert select_branch(Offer(select_ids=[OID])) == [{"enum": [OID]}]  # one: it can be named, not asked
+    assert select_branch(Offer(select_ids=[OID, "#W1000002"])) == [
+        {"anyOf": [{"enum": [OID, "#W1000002"]}, {"type": "null"}]}]
+    import pytest
+
+    with pytest.raises(DecisionError, match="nothing to choose among"):
+        parse_decision('{"decision": "select", "entity_id": null}', Offer(select_ids=[OID]))
+    assert parse_decision('{"decision": "select", "entity_id": null}', Offer(select_ids=[OID, "#W2"])) == {
+        "decision": "select", "entity_id": None}
