@@ -80,7 +80,8 @@ def test_an_exchange_described_in_words_reads_the_product_and_offers_the_describ
     assert [(p["tools"], p["then"]) for p in _events(h, n, "tandem.phi")] == [
         (["get_order_details"], "propose"), (["get_product_details"], "propose")]
     product = h.world.orders[DELIVERED].items[0].product_id
-    assert h.meta["state"]["items"]["8818174143"] == {"name": "Wireless Earbuds", "product_id": product}
+    assert h.meta["state"]["items"]["8818174143"] == {"name": "Wireless Earbuds", "product_id": product,
+                                                      "order_id": DELIVERED}
     assert [(c.card_id, c.params["new_item_ids"]) for c in r.of("action_card")] == [
         ("card.exchange_items", ["0931002516"])]
 
@@ -110,8 +111,9 @@ def test_items_the_user_named_are_the_only_item_candidates_once_named():
     records = CandidateSet()
     records.add_all({"item_id": ["k1", "t1", "c1"]}, "record")
     state = {"authenticated_user_id": "u", "records": records.model_dump(),
-             "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk"},
-                       "t1": {"name": "T-Shirt", "product_id": "pt"}, "c1": {"name": "Coffee Maker", "product_id": "pc"}}}
+             "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1"},
+                       "t1": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1"},
+                       "c1": {"name": "Coffee Maker", "product_id": "pc", "order_id": "#W1"}}}
     facts = TurnFacts(session_id="s", user_text="the keyboard is too loud", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "t1", "c1"]  # "keyboard" alone names no product
@@ -119,3 +121,26 @@ def test_items_the_user_named_are_the_only_item_candidates_once_named():
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "t1"]
     assert pack.snapshot_values(facts)["product_id"] == "pt"  # the last named item, in the order's item order
+    facts = TurnFacts(session_id="s", user_text="now the coffee maker",
+                      user_texts=["return the mechanical keyboard and the t-shirt"], state=state)
+    pack.restore(facts)
+    assert pack.snapshot_values(facts)["product_id"] == "pc"  # the newest text that names an item wins
+
+
+def test_named_items_are_those_of_the_order_in_question():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"item_id": ["k1", "k2", "t2"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump(),
+             "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1000001"},
+                       "k2": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1000002"},
+                       "t2": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000002"}}}
+    facts = TurnFacts(session_id="s", user_text="exchange the mechanical keyboard of order #W1000002", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == ["k2"]  # not the same product in another order
+    facts = TurnFacts(session_id="s", user_text="exchange the mechanical keyboard", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == ["k1", "k2"]  # no order named: both stay

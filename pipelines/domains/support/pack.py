@@ -88,7 +88,8 @@ class SupportState(BaseModel):
     observed_ids: list[str] = Field(default_factory=list)
     owned_products: list[str] = Field(default_factory=list)
     items: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="Items of the user's observed orders: item id → {name, product_id}.")
+        default_factory=dict, description="Items of the user's observed orders: item id → {name, product_id, "
+        "order_id}.")
     variants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="Observed products of the user's orders: product id → variant id → "
         "{options, available}.")
@@ -104,12 +105,40 @@ def support_rule_tables() -> dict[str, Any]:
     return read_tables(TABLES_DIR, "support")
 
 
+def _order_in_question(facts: TurnFacts) -> str | None:
+    """The order the user named this turn, else the one they named last in the session (an answer to a
+    question — who are you? why? — goes on with the request it interrupted)."""
+    for text in [facts.user_text, *reversed(facts.user_texts)]:
+        typed = extract_user_candidates(text).get("order_id")
+        if typed:
+            return str(typed[-1])
+    return None
+
+
+def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, str]]:
+    """The observed items of the order in question (all observed items when it is unknown or unread)."""
+    order = _order_in_question(facts)
+    mine = {i: info for i, info in state.items.items() if order and info.get("order_id") == order}
+    return mine or dict(state.items)
+
+
+def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
+    """The product of the item named in the newest user text that names one (its last such item)."""
+    items = _scoped_items(facts, state)
+    for text in [facts.user_text, *reversed(facts.user_texts)]:
+        named = described_items(items, [text])
+        if named:
+            return items[named[-1]]["product_id"]
+    return None
+
+
 def _narrow(facts: TurnFacts, state: SupportState) -> None:
-    """Items and wanted variants as the user described them: once the user names items of an observed order
-    by their product name, only those items are candidates; a wanted variant is a candidate only when the
-    user's words describe it (:func:`.candidates.described_variants`), never merely because it is available."""
+    """Items and wanted variants as the user described them: once the user names items of the order in
+    question by their product name, only those items are candidates; a wanted variant is a candidate only
+    when the user's words describe it (:func:`.candidates.described_variants`), never merely because it
+    is available."""
     texts = [*facts.user_texts, facts.user_text]
-    named = described_items(state.items, texts)
+    named = described_items(_scoped_items(facts, state), texts)
     if named:
         facts.candidates.keep("item_id", named)
     held = named or [i for i in state.items if i in facts.candidates.of("item_id")]
@@ -360,7 +389,8 @@ class SupportPack:
                 for item in result.get("items") or []:
                     if item.get("item_id"):
                         state.items[str(item["item_id"])] = {"name": str(item.get("name", "")),
-                                                             "product_id": str(item.get("product_id", ""))}
+                                                             "product_id": str(item.get("product_id", "")),
+                                                             "order_id": str(result.get("order_id", ""))}
             if tool == "get_product_details":
                 found["new_item_id"] = variant_candidates(result, state.owned_products)
                 if found["new_item_id"]:
@@ -385,17 +415,12 @@ class SupportPack:
         out: dict[str, Any] = {}
         if state.authenticated_user_id:
             out["user_id"] = state.authenticated_user_id
-        # the order named this turn, else the one the user named last in the session: an answer to a
-        # question (who are you? why?) goes on with the request it interrupted
-        for text in [facts.user_text, *reversed(facts.user_texts)]:
-            typed = extract_user_candidates(text).get("order_id")
-            if typed:
-                out["order_id"] = typed[-1]
-                break
-        named = described_items(state.items, [*facts.user_texts, facts.user_text])
-        if named:  # the product of a named item (the last in the order's item order): its variants answer
-            # a change of options
-            out["product_id"] = state.items[named[-1]]["product_id"]
+        order = _order_in_question(facts)
+        if order:
+            out["order_id"] = order
+        product = _named_product(facts, state)
+        if product:  # the product of the item the user named last: its variants answer a change of options
+            out["product_id"] = product
         if c.has("email"):
             out["email"] = c.of("email")[-1]
         if c.has("first_name") and c.has("last_name") and c.has("zip"):
