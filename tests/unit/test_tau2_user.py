@@ -143,3 +143,13 @@ def test_intent_label_from_the_first_expected_write():
     assert intent_label([LOOKUP]) == "status only"
     assert intent_label([{"name": "modify_user_address", "arguments": {}}]) == "modify address"
     assert intent_label([{"name": "cancel_pending_order", "arguments": {}}]) == "cancel"
+
+
+def test_only_the_sentences_that_ask_are_answered():
+    from pipelines.domains.support.tau2_user import asking
+
+    text = ("I'm sorry. I can't exchange items for order #W1: that item is not part of the order. "
+            "After a return or exchange request you receive an email with instructions. Which item do you mean?")
+    assert asking(text) == "Which item do you mean?"
+    assert asking("Please share the email on your account.") == "Please share the email on your account."
+    assert asking("Your order is on its way.") == ""

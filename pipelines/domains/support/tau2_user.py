@@ -66,6 +66,14 @@ _TOPICS: dict[str, re.Pattern[str]] = {
     "reason": re.compile(r"\breason\b|\bwhy\b", re.I),
 }
 _ASKS = re.compile(r"\?|\b(please (provide|tell|confirm|share|give|specify)|could you|can you|which|what)\b", re.I)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+
+
+def asking(text: str) -> str:
+    """The sentences of an assistant text that ask the user something (a question, or a request to provide,
+    tell, share…): what the user answers. A statement that merely mentions an email ("you will receive an
+    email") asks nothing."""
+    return " ".join(s for s in _SENTENCES.split(text.strip()) if s and _ASKS.search(s))
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 _NAME_ZIP = re.compile(r"\bYou are ([A-Z][a-z]+) ([A-Z][a-z]+)\b.*?\bzip ?code (\d{5})", re.S)
 
@@ -245,7 +253,7 @@ class ScriptedUser:
                 return self._say("Yes, please go ahead.", "yes")
             self.cards_refused += 1
             return self._say("No, that's not what I want.", "no")
-        asked = turn.question or (turn.text if _ASKS.search(turn.text) else "")
+        asked = turn.question or asking(turn.text)
         if asked and _IDENTITY.search(asked):
             text = self.identity()
             repeated = any(text in s for s in self.said)
