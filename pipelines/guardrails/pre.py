@@ -66,12 +66,29 @@ def normalize_reply(text: str) -> str:
     return " ".join(_PUNCT.sub(" ", text.lower()).split())
 
 
+#: At most this many table phrases make one confirmation ("yes" + "please go ahead").
+MAX_CONFIRMATION_PHRASES = 3
+
+
+def _made_of(words: list[str], phrases: set[tuple[str, ...]], left: int = MAX_CONFIRMATION_PHRASES) -> bool:
+    """Whether ``words`` is, whole, a sequence of at most ``left`` table phrases."""
+    if not words:
+        return True
+    if left == 0:
+        return False
+    return any(tuple(words[:n]) in phrases and _made_of(words[n:], phrases, left - 1)
+               for n in range(1, len(words) + 1))
+
+
 def confirmation_of(text: str, config: GuardrailConfig) -> Confirmation | None:
-    """``affirmative`` only when the whole message is in the table (likewise ``negative``)."""
-    norm = normalize_reply(text)
-    if norm in {normalize_reply(a) for a in config.affirmatives}:
+    """``affirmative`` only when the whole message is table phrases of one kind — one, or a few in a row
+    ("Yes, please go ahead.") — likewise ``negative``; a message with anything else is neither."""
+    words = normalize_reply(text).split()
+    if not words:
+        return None
+    if _made_of(words, {tuple(normalize_reply(a).split()) for a in config.affirmatives}):
         return "affirmative"
-    if norm in {normalize_reply(a) for a in config.negatives}:
+    if _made_of(words, {tuple(normalize_reply(a).split()) for a in config.negatives}):
         return "negative"
     return None
 

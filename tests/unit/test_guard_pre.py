@@ -137,13 +137,15 @@ def test_no_route_for_ordinary_text(text: str) -> None:
 # ---- confirmation ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["yes", "Yes!", "  YES please. ", "go ahead", "Do it", "confirm", "yep"])
+@pytest.mark.parametrize("text", ["yes", "Yes!", "  YES please. ", "go ahead", "Do it", "confirm", "yep",
+                                  "Yes, please go ahead.", "Yes. Confirmed.", "yes yes", "yes, please go ahead, do it"])
 def test_explicit_affirmatives(text: str) -> None:
     assert pre(text).confirmation == "affirmative"
 
 
 @pytest.mark.parametrize(
-    "text", ["yes, but change the reason", "ok", "sure thing", "I guess", "yes cancel order #W1000002", "maybe yes"]
+    "text", ["yes, but change the reason", "ok", "sure thing", "I guess", "yes cancel order #W1000002", "maybe yes",
+             "yes no", "no, yes", "yes yes yes yes", "", "  ...  "]
 )
 def test_anything_else_is_not_a_confirmation(text: str) -> None:
     assert pre(text).confirmation is None
@@ -151,6 +153,8 @@ def test_anything_else_is_not_a_confirmation(text: str) -> None:
 
 def test_explicit_negatives() -> None:
     assert pre("No thanks").confirmation == "negative"
+    assert pre("No, that's not what I want.").confirmation == "negative"
+    assert pre("no, I'd rather return it").confirmation is None  # a new request: not a bare decline
 
 
 # ---- PII ---------------------------------------------------------------------------
