@@ -216,6 +216,50 @@ def _app_env(i: int, cfg: Any, workers: list[_Group], base: JsonPath, out: list[
                                  f"group {g.name!r}", "cross"))
 
 
+def _claimed_mounts(g: _Group) -> list[str]:
+    """The mount paths of the group's container that hold a PersistentVolumeClaim."""
+    vols = _list(_dict(_dict(g.spec.get("template")).get("spec")).get("volumes"))
+    claims = {_dict(v).get("name") for v in vols if _dict(v).get("persistentVolumeClaim")}
+    return [str(_dict(m).get("mountPath", "")) for m in _list(g.container.get("volumeMounts"))
+            if _dict(m).get("name") in claims and _dict(m).get("mountPath")]
+
+
+def _under_path(path: str, mount: str) -> bool:
+    mount = mount.rstrip("/") or "/"
+    return path == mount or path.startswith(mount + "/") or mount == "/"
+
+
+def _world_volume(i: int, cfg: Any, workers: list[_Group], base: JsonPath, out: list[Issue]) -> None:
+    """A persistent pack's world store (and its write ledger) must outlive the pod: ``domain.world_path`` on a
+    claimed volume of every group the tools replica can run on."""
+    from pipelines.domains import UnknownDomain, load_domain
+
+    try:
+        persistent = bool(getattr(load_domain(cfg.domain.name), "persistent", False))
+    except (UnknownDomain, ValueError):
+        return  # the schema check names an unknown pack
+    if not persistent:
+        return
+    needs = set(custom_resources(cfg.deployments.tools.resources or {}))
+    if not needs:
+        return  # it could land anywhere, the head included: the placement check reports that
+    groups = [g for g in workers if needs <= set(g.resources)]
+    path = cfg.domain.world_path
+    where: JsonPath = (*base, "applications", i, "args", "domain", "world_path")
+    for g in groups:
+        mounts = _claimed_mounts(g)
+        if not path:
+            out.append(Issue(where, f"not set: the world store and write ledger of pack {cfg.domain.name!r} "
+                             f"would live on the pod's own disk of group {g.name!r} (a restarted or rescheduled "
+                             "tools replica starts from a fresh world); put it under a persistent volume "
+                             f"mounted there ({', '.join(mounts) or 'none is mounted'})", "cross"))
+            return
+        if not any(_under_path(str(path), m) for m in mounts):
+            out.append(Issue(where, f"{path} is on no persistent volume of group {g.name!r}, where the tools "
+                             f"replica can run ({', '.join(mounts) or 'no claim is mounted'}): a restarted or "
+                             "rescheduled replica would start from a fresh world", "cross"))
+
+
 def cross_check(doc: Mapping[str, Any], view: ServeView | None) -> list[Issue]:
     """Every cross-check of one RayService (with its Serve view) or RayCluster (``view`` None).
 
@@ -238,4 +282,5 @@ def cross_check(doc: Mapping[str, Any], view: ServeView | None) -> list[Issue]:
             _gpu_fit(i, cfg, workers, base, out)
             _placement(i, cfg, head, workers, base, out)
             _app_env(i, cfg, workers, base, out)
+            _world_volume(i, cfg, workers, base, out)
     return out

@@ -64,6 +64,9 @@ class RenderOptions(_Strict):
     # storage, secrets, services
     model_cache_claim: str = "tandem-model-cache"
     model_cache_mount: str = "/models"
+    state_claim: str = Field("tandem-state", description="ReadWriteMany claim of the world store and write "
+                             "ledger (domain.world_path lies under state_mount), mounted on the CPU workers")
+    state_mount: str = "/var/lib/tandem"
     hf_home: str = "/models/huggingface"
     hf_token_secret: str = "tandem-hf-token"
     app_secret: str = "tandem-secrets"

@@ -203,11 +203,14 @@ def cpu_group(opts: RenderOptions, plan: ClusterPlan) -> dict[str, Any]:
                     "volumeMounts": [
                         {"name": "dshm", "mountPath": "/dev/shm"},
                         {"name": "model-cache", "mountPath": opts.model_cache_mount},
+                        # the world store and write ledger: they outlive the pod the tools replica ran in
+                        {"name": "tandem-state", "mountPath": opts.state_mount},
                     ],
                 }],
                 "volumes": [
                     _shm(opts.cpu_shm),
                     {"name": "model-cache", "persistentVolumeClaim": {"claimName": opts.model_cache_claim}},
+                    {"name": "tandem-state", "persistentVolumeClaim": {"claimName": opts.state_claim}},
                 ],
             },
         },

@@ -182,3 +182,25 @@ def test_the_app_environment_is_set_where_the_ingress_runs(rs: dict[str, Any]) -
     del container(group(rs, "cpu"))["envFrom"]
     serve(rs, lambda a: a["auth"].update(enabled=False))
     assert cross(rs) == []  # auth off: the app reads no keys
+
+
+def test_the_world_store_lies_on_a_claimed_volume_where_the_tools_run(rs: dict[str, Any]) -> None:
+    where = "spec.serveConfigV2.applications[0].args.domain.world_path"
+    spec = group(rs, "cpu")["template"]["spec"]
+    assert {"name": "tandem-state", "mountPath": "/var/lib/tandem"} in container(group(rs, "cpu"))["volumeMounts"]
+    serve(rs, lambda a: a["domain"].pop("world_path"))
+    [line] = cross(rs)
+    assert line.startswith(f"{where}: not set: the world store and write ledger of pack 'support' would live on "
+                           "the pod's own disk of group 'cpu'") and line.endswith("(/models, /var/lib/tandem)")
+    serve(rs, lambda a: a["domain"].update(world_path="/tmp/world.db"))
+    [line] = cross(rs)
+    assert line.startswith(f"{where}: /tmp/world.db is on no persistent volume of group 'cpu'")
+    serve(rs, lambda a: a["domain"].update(world_path="/var/lib/tandemx/world.db"))
+    assert len(cross(rs)) == 1  # a sibling folder is not under the mount
+    serve(rs, lambda a: a["domain"].update(world_path="/var/lib/tandem/sub/world.db"))
+    assert cross(rs) == []
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "tandem-state"]
+    [line] = cross(rs)  # mounted, but no claim behind it: the pod's own disk again
+    assert "is on no persistent volume of group 'cpu'" in line
+    serve(rs, lambda a: a["domain"].update(name="coach"))
+    assert cross(rs) == []  # a pack whose world is generated, not stored, needs no volume

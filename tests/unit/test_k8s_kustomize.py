@@ -113,8 +113,11 @@ def test_cpu_dev_runs_the_embedded_profile_s_app() -> None:
 
     dev = load_serve_file(CPU_DEV).applications[0].args
     embedded = load_serve_file(ROOT / "configs" / "embedded.yaml").applications[0].args
-    for section in ("models", "roles", "pipeline", "domain"):
+    for section in ("models", "roles", "pipeline"):
         assert getattr(dev, section) == getattr(embedded, section), section
+    # the same pack and world, stored where it outlives a pod (the CPU workers' claimed volume)
+    assert dev.domain.model_copy(update={"world_path": None}) == embedded.domain
+    assert dev.domain.world_path and dev.domain.world_path.startswith("/var/lib/tandem/")
     # what a cluster needs instead: secrets from the environment, sessions shared by every pod
     assert dev.auth.enabled and dev.auth.api_keys_env and dev.store.kind == "redis" and dev.store.url_env
     assert load_serve_file(CPU_DEV).http_options.host == "0.0.0.0"
