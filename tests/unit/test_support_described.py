@@ -120,7 +120,14 @@ def test_items_the_user_named_are_the_only_item_candidates_once_named():
     facts = TurnFacts(session_id="s", user_text="return the mechanical keyboard and the t-shirt", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "t1"]
-    assert pack.snapshot_values(facts)["product_id"] == "pt"  # the last named item, in the order's item order
+    assert pack.snapshot_values(facts)["product_id"] == "pk"  # the first named product not read yet
+    read = {**state, "variants": {"pk": {"k9": {"options": {}, "available": True}}}}
+    facts = TurnFacts(session_id="s", user_text="return the mechanical keyboard and the t-shirt", state=read)
+    pack.restore(facts)
+    assert pack.snapshot_values(facts)["product_id"] == "pt"  # then the next one
+    read = {**state, "variants": {"pk": {}, "pt": {}}}
+    facts = TurnFacts(session_id="s", user_text="return the mechanical keyboard and the t-shirt", state=read)
+    assert pack.snapshot_values(facts)["product_id"] == "pt"  # all read: the last named
     facts = TurnFacts(session_id="s", user_text="now the coffee maker",
                       user_texts=["return the mechanical keyboard and the t-shirt"], state=state)
     pack.restore(facts)
@@ -144,3 +151,18 @@ def test_named_items_are_those_of_the_order_in_question():
     facts = TurnFacts(session_id="s", user_text="exchange the mechanical keyboard", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "k2"]  # no order named: both stay
+
+
+def test_each_named_items_product_is_read_in_turn():
+    h = TandemHarness()
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
+    n = len(h.sink.events)
+    h.turn("I want to exchange the t-shirt and the coffee maker from order #W1000003.",
+           orch=[w1("exchange", "items", "Let me check that order.")])
+    order = h.world.orders["#W1000003"]
+    product = {i.name: i.product_id for i in order.items}
+    reads = [(p["tools"], [c["args"] for c in p["calls"]]) for p in _events(h, n, "tandem.phi")]
+    assert reads == [(["get_order_details"], [{"order_id": "#W1000003"}]),
+                     (["get_product_details"], [{"product_id": product["T-Shirt"]}]),
+                     (["get_product_details"], [{"product_id": product["Coffee Maker"]}])]
+    assert set(h.meta["state"]["variants"]) == {product["T-Shirt"], product["Coffee Maker"]}

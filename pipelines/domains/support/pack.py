@@ -123,12 +123,15 @@ def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, 
 
 
 def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
-    """The product of the item named in the newest user text that names one (its last such item)."""
+    """The product to read for the items named in the newest user text that names one: the first whose
+    variants are not read yet (Φ, run again after each read, reads them in turn), else the last named."""
     items = _scoped_items(facts, state)
     for text in [facts.user_text, *reversed(facts.user_texts)]:
         named = described_items(items, [text])
         if named:
-            return items[named[-1]]["product_id"]
+            products = list(dict.fromkeys(items[i]["product_id"] for i in named))
+            unread = [p for p in products if p not in state.variants]
+            return unread[0] if unread else products[-1]
     return None
 
 
@@ -419,7 +422,7 @@ class SupportPack:
         if order:
             out["order_id"] = order
         product = _named_product(facts, state)
-        if product:  # the product of the item the user named last: its variants answer a change of options
+        if product:  # a named item's product: its variants answer a change of options
             out["product_id"] = product
         if c.has("email"):
             out["email"] = c.of("email")[-1]
