@@ -95,7 +95,7 @@ def test_an_answer_whose_cues_include_the_request_continues_it() -> None:
     assert set(d.intent_prior(answer)) == {"exchange", "modify"}  # the order's state tells them apart
     assert allowed_labels(d, answer, ("exchange", "items")) == {"exchange": ["items"]}
     assert allowed_labels(d, "change my shipping address", ("exchange", "items")) == {
-        "modify": ["items", "address", "payment"]}  # another request: the exchange is left behind
+        "modify": ["address"]}  # another request: the exchange is left behind
 
 
 def test_a_short_closing_is_a_greeting_and_carries_no_request() -> None:
@@ -195,3 +195,13 @@ def test_select_asks_which_one_only_among_several() -> None:
         parse_decision('{"decision": "select", "entity_id": null}', Offer(select_ids=[OID]))
     assert parse_decision('{"decision": "select", "entity_id": null}', Offer(select_ids=[OID, "#W2"])) == {
         "decision": "select", "entity_id": None}
+
+
+def test_what_a_change_is_about_narrows_its_sub_intent_when_the_words_say_it() -> None:
+    d = load_domain("support")
+    assert allowed_labels(d, f"I'd like to change items in order {OID}") == {"exchange": ["items"],
+                                                                          "modify": ["items"]}
+    assert allowed_labels(d, "I want to change the shipping address of my order") == {"modify": ["address"]}
+    assert allowed_labels(d, f"change the payment method of order {OID}")["modify"] == ["payment"]
+    assert allowed_labels(d, "I need to update my order") == {"modify": ["items", "address", "payment"]}
+    assert allowed_labels(d, "update my default address")["account"] == ["address"]

@@ -125,7 +125,19 @@ SUB_INTENT_CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
         ("thanks", re.compile(r"\b(thanks?|thank you|thx|appreciate)\b", re.I)),
         ("bye", re.compile(r"\b(bye|goodbye|see you|that'?s all|that is all)\b", re.I)),
     ),
+    # what of an order or an account a change is about, when the words say it
+    "modify": (
+        ("items", re.compile(r"\b(items?|sizes?|colou?rs?|options?|variants?|products?)\b", re.I)),
+        ("address", re.compile(r"\b(address|ship(ping|ped)? to)\b", re.I)),
+        ("payment", re.compile(r"\b(payment|pay(ing)? with|credit card|gift card|paypal)\b", re.I)),
+    ),
+    "account": (
+        ("address", re.compile(r"\baddress\b", re.I)),
+        ("payment", re.compile(r"\b(payment methods?|credit cards?|gift cards?|paypal)\b", re.I)),
+    ),
 }
+#: Intents whose sub-intent is left to W1 when no cue fires ("I want to change my order").
+OPEN_WITHOUT_CUE = frozenset({"modify", "account"})
 
 
 def sub_intent_prior(text: str, intent: str) -> list[str] | None:
@@ -133,13 +145,15 @@ def sub_intent_prior(text: str, intent: str) -> list[str] | None:
 
     For an intent with cued sub-intents, only those whose cue fires are allowed, and the
     intent's first (default) sub-intent when none fires: "Hi! What can you help me with?"
-    can never decode a goodbye.
+    can never decode a goodbye. For an intent of :data:`OPEN_WITHOUT_CUE` no cue leaves any.
     """
     cues = SUB_INTENT_CUES.get(intent)
     if not cues:
         return None
     text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
     hits = {sub for sub, rx in cues if rx.search(text)}
+    if not hits and intent in OPEN_WITHOUT_CUE:
+        return None
     default = W1_LABELS[intent][0]
     return [s for s in W1_LABELS[intent] if s in hits] or [default]
 
