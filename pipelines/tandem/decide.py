@@ -9,7 +9,7 @@ decision — Φ's ``then`` or the bounded orchestrator.
     W2 slots    started when the labels close (the pack asks for it), beside the narration
     decision    Φ's reads folded (a row with no ``then`` or ``propose`` whose reads changed the snapshot —
                 the identity lookup, the order read, a product read — is followed by the row that hits
-                now, at most three times: :func:`advance`), then: ``respond`` → answer; ``choose`` with several of the user's
+                now, at most four times: :func:`advance`), then: ``respond`` → answer; ``choose`` with several of the user's
                 records and none named → which one?; ``clarify:<kind>`` → the pack's question (after
                 Φ again with W2's candidates: fill at tool time); otherwise the orchestrator over the
                 grounded offer (``propose``: one step that may only fill the intent's card)
@@ -139,7 +139,7 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
             if then and then.startswith("clarify:") and not (phi.tools if phi else ()):
                 then = None if await refill(st, d) else then
             elif phi is not None and phi.hit and phi.tools and then in (None, "propose"):
-                for _ in range(3):  # bounded: identity lookup → the named order → the named items' products
+                for _ in range(4):  # bounded: identity lookup → payment methods → the order → its products
                     chained = await advance(st, d)
                     if chained is None:
                         break

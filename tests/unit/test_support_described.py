@@ -3,7 +3,12 @@ the support pack's narrowing, and the Φ chain that reads the named item's produ
 
 from __future__ import annotations
 
-from pipelines.domains.support.candidates import described_items, described_variants
+from pipelines.domains.support.candidates import (
+    described_items,
+    described_payment_methods,
+    described_variants,
+    names_payment,
+)
 from pipelines.grounding import CandidateSet
 from tests.doubles import j, w1
 
@@ -63,27 +68,35 @@ def _events(h: TandemHarness, since: int, kind: str) -> list[dict]:
     return [f for k, f in h.sink.events[since:] if k == kind]
 
 
-def _exchange(new_item: str) -> tuple[TandemHarness, int, object]:
+EXCHANGE = f"I want to exchange the wireless earbuds from order {DELIVERED} for the same ones in white"
+
+
+def _exchange(new_item: str, text: str = EXCHANGE + ", paid with my visa card.") -> tuple[TandemHarness, int, object]:
     h = TandemHarness()
-    pm = h.world.orders[DELIVERED].payment_history[0].payment_method_id
+    pm = "credit_card_1000001"  # alex's visa
     h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
     n = len(h.sink.events)
     params = {"order_id": DELIVERED, "item_ids": ["8818174143"], "new_item_ids": [new_item], "payment_method_id": pm}
-    r = h.turn(f"I want to exchange the wireless earbuds from order {DELIVERED} for the same ones in white.",
-               orch=[w1("exchange", "items", "Let me check that order."),
-                     j(decision="action", card_id="card.exchange_items", params=params)])
+    r = h.turn(text, orch=[w1("exchange", "items", "Let me check that order."),
+                           j(decision="action", card_id="card.exchange_items", params=params)])
     return h, n, r
 
 
 def test_an_exchange_described_in_words_reads_the_product_and_offers_the_described_variant():
     h, n, r = _exchange("0931002516")  # white, 6 hours: the same battery life, the colour named
     assert [(p["tools"], p["then"]) for p in _events(h, n, "tandem.phi")] == [
-        (["get_order_details"], "propose"), (["get_product_details"], "propose")]
+        (["get_user_details"], "propose"), (["get_order_details"], "propose"), (["get_product_details"], "propose")]
     product = h.world.orders[DELIVERED].items[0].product_id
     assert h.meta["state"]["items"]["8818174143"] == {"name": "Wireless Earbuds", "product_id": product,
                                                       "order_id": DELIVERED}
     assert [(c.card_id, c.params["new_item_ids"]) for c in r.of("action_card")] == [
         ("card.exchange_items", ["0931002516"])]
+
+
+def test_a_payment_method_the_user_did_not_state_is_asked_for():
+    h, n, r = _exchange("0931002516", text=EXCHANGE + ".")  # the order's own card is on record, not stated
+    assert not r.of("action_card") and h.meta["path"] == "clarify"
+    assert _events(h, n, "tandem.step")[-1]["offer"]["clarify"] == ["payment_method"]
 
 
 def test_an_available_variant_the_user_did_not_describe_is_not_offered():
@@ -166,3 +179,19 @@ def test_each_named_items_product_is_read_in_turn():
                      (["get_product_details"], [{"product_id": product["T-Shirt"]}]),
                      (["get_product_details"], [{"product_id": product["Coffee Maker"]}])]
     assert set(h.meta["state"]["variants"]) == {product["T-Shirt"], product["Coffee Maker"]}
+
+
+METHODS = {"credit_card_1": {"source": "credit_card", "brand": "visa", "last_four": "4107"},
+           "credit_card_2": {"source": "credit_card", "brand": "mastercard", "last_four": "9922"},
+           "gift_card_3": {"source": "gift_card"}, "paypal_4": {"source": "paypal"}}
+
+
+def test_payment_methods_are_described_by_digits_kind_or_brand():
+    assert described_payment_methods(METHODS, ["use my credit card ending in 9922"]) == ["credit_card_2"]
+    assert described_payment_methods(METHODS, ["refund it to my gift card"]) == ["gift_card_3"]
+    assert described_payment_methods(METHODS, ["my PayPal account please"]) == ["paypal_4"]
+    assert described_payment_methods(METHODS, ["the visa one"]) == ["credit_card_1"]
+    assert described_payment_methods(METHODS, ["charge my credit card"]) == ["credit_card_1", "credit_card_2"]
+    assert described_payment_methods(METHODS, ["pay with gift_card_3"]) == ["gift_card_3"]
+    assert described_payment_methods(METHODS, ["whatever is fine"]) == []
+    assert names_payment(["the card ending in 12"]) and names_payment(["paypal"]) and not names_payment(["hello"])

@@ -35,6 +35,8 @@ __all__ = [
     "record_candidates",
     "described_items",
     "described_variants",
+    "described_payment_methods",
+    "names_payment",
     "variant_candidates",
 ]
 
@@ -248,3 +250,39 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         return []
     best = max(score for score, _ in scored)
     return [vid for score, vid in scored if score == best]
+
+
+#: Words that name a kind of payment method (``source``) in a customer's words.
+PAYMENT_WORDS: dict[str, re.Pattern[str]] = {
+    "credit_card": re.compile(r"\b(credit|debit) cards?\b|\b(visa|mastercard|master card|amex|american express|"
+                              r"discover)\b", re.I),
+    "gift_card": re.compile(r"\bgift ?cards?\b", re.I),
+    "paypal": re.compile(r"\bpay ?pal\b", re.I),
+}
+
+
+def names_payment(texts: Iterable[str]) -> bool:
+    """Whether the user's words name a payment method at all (a kind, or a card's last digits)."""
+    return any(rx.search(t) for t in texts for rx in PAYMENT_WORDS.values()) or any(
+        re.search(r"\b(ending|ends|last (four|4|digits))\b", t, re.I) for t in texts)
+
+
+def described_payment_methods(methods: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
+    """The user's payment methods their words describe: named by id, by a card's last four digits, or by kind
+    ("my gift card", "PayPal", "my visa") — every method of that kind (one: it is determined; several: ask
+    which). A credit card's brand narrows the kind. Empty when the words describe none."""
+    texts = list(texts)
+    by_id = [pid for pid in methods if appears_in(pid, texts)]
+    if by_id:
+        return by_id
+    by_digits = [pid for pid, m in methods.items() if m.get("last_four") and appears_in(str(m["last_four"]), texts)]
+    if by_digits:
+        return by_digits
+    out: list[str] = []
+    for source, rx in PAYMENT_WORDS.items():
+        if not any(rx.search(t) for t in texts):
+            continue
+        kind = [pid for pid, m in methods.items() if m.get("source") == source]
+        branded = [pid for pid in kind if methods[pid].get("brand") and appears_in(str(methods[pid]["brand"]), texts)]
+        out += branded or kind
+    return out

@@ -27,7 +27,7 @@ from pipelines.domain import (
     read_tables,
 )
 from pipelines.errors import TandemError
-from pipelines.grounding import CandidateSet
+from pipelines.grounding import CandidateSet, appears_in
 from pipelines.guardrails.ids import extract_ids, walk_strings
 from pipelines.tools import ToolContext, ToolRegistry
 
@@ -36,8 +36,10 @@ from .candidates import (
     FIXED_CANDIDATES,
     OPTIONAL_EMPTY,
     described_items,
+    described_payment_methods,
     described_variants,
     extract_user_candidates,
+    names_payment,
     record_candidates,
     slot_candidates,
     slot_schema,
@@ -93,6 +95,9 @@ class SupportState(BaseModel):
     variants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="Observed products of the user's orders: product id → variant id → "
         "{options, available}.")
+    payment_methods: dict[str, dict[str, str]] | None = Field(
+        None, description="The verified user's payment methods as read: id → {source, brand, last_four} "
+        "(None: not read yet).")
     records: CandidateSet = Field(default_factory=CandidateSet)
     pending: PendingCard | None = None
 
@@ -151,6 +156,10 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
         wanted += described_variants(variants, mine, texts)
     if state.variants:
         facts.candidates.keep("new_item_id", wanted)
+    # a payment method is the user's to state: never one merely on record (the order's, the profile's)
+    facts.candidates.keep("payment_method_id",
+                          described_payment_methods(state.payment_methods or {}, texts)
+                          + [p for p in facts.candidates.of("payment_method_id") if appears_in(p, texts)])
 
 
 class SupportPack:
@@ -394,6 +403,10 @@ class SupportPack:
                         state.items[str(item["item_id"])] = {"name": str(item.get("name", "")),
                                                              "product_id": str(item.get("product_id", "")),
                                                              "order_id": str(result.get("order_id", ""))}
+            if tool == "get_user_details" and owner and result.get("user_id") == owner:
+                state.payment_methods = {
+                    str(pid): {k: str(m.get(k, "")) for k in ("source", "brand", "last_four") if m.get(k)}
+                    for pid, m in (result.get("payment_methods") or {}).items() if isinstance(m, Mapping)}
             if tool == "get_product_details":
                 found["new_item_id"] = variant_candidates(result, state.owned_products)
                 if found["new_item_id"]:
@@ -424,6 +437,9 @@ class SupportPack:
         product = _named_product(facts, state)
         if product:  # a named item's product: its variants answer a change of options
             out["product_id"] = product
+        if state.authenticated_user_id and state.payment_methods is None and names_payment(
+                [*facts.user_texts, facts.user_text]):
+            out["payment_named"] = "yes"  # the user named a payment method: read theirs to know which
         if c.has("email"):
             out["email"] = c.of("email")[-1]
         if c.has("first_name") and c.has("last_name") and c.has("zip"):
