@@ -22,6 +22,7 @@ Every step is one ``tandem.step`` event (the raw output, the offer, the decision
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,10 +47,35 @@ from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredO
 from .prompts import observation_line, step_messages
 from .settings import TandemSettings
 
-__all__ = ["Orchestrator", "change_asked"]
+__all__ = ["Orchestrator", "change_asked", "once_each"]
 
 # Failures of the hop, not of the backend: a confirmed write that met one may have run.
 _LOST = frozenset({"tool_timeout", "tool_error"})
+
+
+def once_each(params: dict[str, Any]) -> dict[str, Any]:
+    """A card's list parameters naming each record once: an entry repeated (a small model looping over the
+    enum) is dropped. Lists of equal length are pairs (items and their replacements) and drop a repeated
+    position together; the card then shows exactly what will run, never more than was asked."""
+    lists = {k: v for k, v in params.items() if isinstance(v, list)}
+    if not lists:
+        return params
+    out = dict(params)
+    if len(lists) > 1 and len({len(v) for v in lists.values()}) == 1:
+        seen: set[str] = set()
+        keep = []
+        for i in range(len(next(iter(lists.values())))):
+            key = json.dumps([lists[k][i] for k in lists], sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                keep.append(i)
+        for k, v in lists.items():
+            out[k] = [v[i] for i in keep]
+        return out
+    for k, v in lists.items():
+        out[k] = list(dict.fromkeys(json.dumps(x, sort_keys=True, default=str) for x in v))
+        out[k] = [json.loads(x) for x in out[k]]
+    return out
 
 
 def change_asked(domain: Any, texts: Sequence[str]) -> bool:
@@ -157,7 +183,7 @@ class Orchestrator:
         if missing:
             self._block(step, "missing_params", ",".join(missing))
             raise Stop(fallback("invalid_tool_call", f"missing {','.join(missing)}"))
-        args = {p: params[p] for p in card.required_params}
+        args = once_each({p: params[p] for p in card.required_params})
         bad = ungrounded(args, self.domain.arg_kinds(card.tool), self.facts.candidates,
                          optional_empty=self.domain.optional_empty(card.tool))
         if bad:

@@ -205,3 +205,31 @@ def test_what_a_change_is_about_narrows_its_sub_intent_when_the_words_say_it() -
     assert allowed_labels(d, f"change the payment method of order {OID}")["modify"] == ["payment"]
     assert allowed_labels(d, "I need to update my order") == {"modify": ["items", "address", "payment"]}
     assert allowed_labels(d, "update my default address")["account"] == ["address"]
+
+
+def test_a_cards_lists_name_each_record_once() -> None:
+    from pipelines.tandem.orchestrate import once_each
+
+    assert once_each({"order_id": OID, "item_ids": ["a", "a"], "new_item_ids": ["x", "x"]}) == {
+        "order_id": OID, "item_ids": ["a"], "new_item_ids": ["x"]}
+    assert once_each({"item_ids": ["a", "b", "a", "a"]}) == {"item_ids": ["a", "b"]}
+    # pairs: a repeated item with two different replacements is two changes (two identical items)
+    assert once_each({"item_ids": ["a", "a"], "new_item_ids": ["x", "y"]}) == {"item_ids": ["a", "a"],
+                                                                             "new_item_ids": ["x", "y"]}
+    assert once_each({"item_ids": ["a", "a", "b"], "new_item_ids": ["x"]}) == {"item_ids": ["a", "b"],
+                                                                             "new_item_ids": ["x"]}
+    assert once_each({"order_id": OID, "reason": "no longer needed"}) == {"order_id": OID,
+                                                                          "reason": "no longer needed"}
+
+
+def test_a_card_proposed_with_a_repeated_item_shows_it_once() -> None:
+    h = TandemHarness()
+    h.turn(EMAIL, orch=[w1("greeting", "hello", "Let me find your account.")])
+    order = h.world.orders["#W1000002"]
+    item = order.items[0].item_id
+    r = h.turn("I want to return the wireless earbuds from order #W1000002, refund to my gift card please.",
+               orch=[w1("return", "items", "Let me check that order."),
+                     j(decision="action", card_id="card.return_items",
+                       params={"order_id": "#W1000002", "item_ids": [item, item, item],
+                               "payment_method_id": "gift_card_1000002"})])
+    assert [(c.card_id, c.params["item_ids"]) for c in r.of("action_card")] == [("card.return_items", [item])]
