@@ -184,6 +184,9 @@ class Orchestrator:
             self._block(step, "missing_params", ",".join(missing))
             raise Stop(fallback("invalid_tool_call", f"missing {','.join(missing)}"))
         args = once_each({p: params[p] for p in card.required_params})
+        arrange = getattr(self.domain, "arrange", None)
+        if callable(arrange):  # the pack's own order of a card's arguments (pairs of lists)
+            args = arrange(card.tool, args, self.facts)
         bad = ungrounded(args, self.domain.arg_kinds(card.tool), self.facts.candidates,
                          optional_empty=self.domain.optional_empty(card.tool))
         if bad:

@@ -116,7 +116,7 @@ def test_without_a_described_option_the_wanted_variant_is_asked_for():
     assert [e.question for e in r.events if e.type == "clarify"] == ["Which option would you like instead?"]
 
 
-def test_items_the_user_named_are_the_only_item_candidates_once_named():
+def test_the_items_of_a_change_are_those_the_user_named():
     from pipelines.domain import TurnFacts
     from pipelines.domains import load_domain
 
@@ -124,12 +124,15 @@ def test_items_the_user_named_are_the_only_item_candidates_once_named():
     records = CandidateSet()
     records.add_all({"item_id": ["k1", "t1", "c1"]}, "record")
     state = {"authenticated_user_id": "u", "records": records.model_dump(),
-             "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1"},
-                       "t1": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1"},
-                       "c1": {"name": "Coffee Maker", "product_id": "pc", "order_id": "#W1"}}}
+             "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1000001"},
+                       "t1": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000001"},
+                       "c1": {"name": "Coffee Maker", "product_id": "pc", "order_id": "#W1000001"}}}
     facts = TurnFacts(session_id="s", user_text="the keyboard is too loud", state=state)
     pack.restore(facts)
-    assert facts.candidates.of("item_id") == ["k1", "t1", "c1"]  # "keyboard" alone names no product
+    assert facts.candidates.of("item_id") == []  # "keyboard" alone names no product: which items is asked
+    facts = TurnFacts(session_id="s", user_text="return all the items of order #W1000001", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == ["k1", "t1", "c1"]  # all of the order, when the user says so
     facts = TurnFacts(session_id="s", user_text="return the mechanical keyboard and the t-shirt", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "t1"]
@@ -164,6 +167,25 @@ def test_named_items_are_those_of_the_order_in_question():
     facts = TurnFacts(session_id="s", user_text="exchange the mechanical keyboard", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "k2"]  # no order named: both stay
+
+
+def test_each_wanted_variant_is_paired_with_the_item_of_its_product():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    state = {"authenticated_user_id": "u",
+             "items": {"k1": {"name": "Keyboard", "product_id": "pk", "order_id": "#W1"},
+                       "t1": {"name": "Thermostat", "product_id": "pt", "order_id": "#W1"}},
+             "variants": {"pk": {"k2": {"options": {}, "available": True}},
+                          "pt": {"t2": {"options": {}, "available": True}}}}
+    facts = TurnFacts(session_id="s", user_text="x", state=state)
+    args = {"order_id": "#W1", "item_ids": ["k1", "t1"], "new_item_ids": ["t2", "k2"], "payment_method_id": "p"}
+    assert pack.arrange("exchange_delivered_order_items", args, facts)["new_item_ids"] == ["k2", "t2"]
+    unknown = {**args, "new_item_ids": ["t2", "zz"]}
+    assert pack.arrange("exchange_delivered_order_items", unknown, facts) == unknown  # no pairing: as proposed
+    one = {**args, "item_ids": ["k1"], "new_item_ids": ["k2"]}
+    assert pack.arrange("exchange_delivered_order_items", one, facts) == one
 
 
 def test_each_named_items_product_is_read_in_turn():

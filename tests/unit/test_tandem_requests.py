@@ -233,3 +233,19 @@ def test_a_card_proposed_with_a_repeated_item_shows_it_once() -> None:
                        params={"order_id": "#W1000002", "item_ids": [item, item, item],
                                "payment_method_id": "gift_card_1000002"})])
     assert [(c.card_id, c.params["item_ids"]) for c in r.of("action_card")] == [("card.return_items", [item])]
+
+
+def test_the_pack_arranges_a_cards_arguments_before_the_checks() -> None:
+    h = TandemHarness()
+    seen = []
+    h.domain.arrange = lambda tool, args, facts: seen.append((tool, dict(args))) or {**args, "item_ids": []}
+    h.turn(EMAIL, orch=[w1("greeting", "hello", "Let me find your account.")])
+    item = h.world.orders["#W1000002"].items[0].item_id
+    r = h.turn("I want to return the wireless earbuds from order #W1000002, refund to my gift card please.",
+               orch=[w1("return", "items", "Let me check that order."),
+                     j(decision="action", card_id="card.return_items",
+                       params={"order_id": "#W1000002", "item_ids": [item, item],
+                               "payment_method_id": "gift_card_1000002"})])
+    assert seen == [("return_delivered_order_items", {"order_id": "#W1000002", "item_ids": [item],
+                                                      "payment_method_id": "gift_card_1000002"})]
+    assert not r.of("action_card")  # what the pack arranged is what is checked (an empty list is refused)

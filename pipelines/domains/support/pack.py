@@ -8,6 +8,7 @@ candidates read off the owner's records. Verification is code: a successful
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,9 @@ def support_rule_tables() -> dict[str, Any]:
     return read_tables(TABLES_DIR, "support")
 
 
+_ALL_ITEMS = re.compile(r"\b(all (the |of the |my )?(items|things|products|of them|of it)|everything)\b", re.I)
+
+
 def _order_in_question(facts: TurnFacts) -> str | None:
     """The order the user named this turn, else the one they named last in the session (an answer to a
     question — who are you? why? — goes on with the request it interrupted)."""
@@ -146,8 +150,11 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
     when the user's words describe it (:func:`.candidates.described_variants`), never merely because it
     is available."""
     texts = [*facts.user_texts, facts.user_text]
-    named = described_items(_scoped_items(facts, state), texts)
-    if named:
+    scoped = _scoped_items(facts, state)
+    named = described_items(scoped, texts)
+    if not named and _ALL_ITEMS.search(" ".join(texts)) and _order_in_question(facts):
+        named = list(scoped)  # "all the items of the order"
+    if state.items:  # the items a change is about are the user's to say: never merely the order's
         facts.candidates.keep("item_id", named)
     held = named or [i for i in state.items if i in facts.candidates.of("item_id")]
     wanted: list[str] = []
@@ -420,6 +427,24 @@ class SupportPack:
 
     def policy_lines(self, tool: str | None) -> Sequence[str]:
         return policy_lines(tool)
+
+    def arrange(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> dict[str, Any]:
+        """A card's arguments in the order the tool reads them: each wanted variant beside the item of its own
+        product (``item_ids[i]`` ↔ ``new_item_ids[i]``); left as proposed when the products do not pair up."""
+        olds, news = args.get("item_ids"), args.get("new_item_ids")
+        if not (isinstance(olds, list) and isinstance(news, list) and len(olds) == len(news) > 1):
+            return args
+        state = self.state_of(facts)
+        product_of = {vid: pid for pid, variants in state.variants.items() for vid in variants}
+        wanted = {o: state.items.get(str(o), {}).get("product_id") for o in olds}
+        pool, paired = list(news), []
+        for o in olds:
+            match = next((n for n in pool if product_of.get(str(n)) == wanted[o] and wanted[o]), None)
+            if match is None:
+                return args
+            pool.remove(match)
+            paired.append(match)
+        return {**args, "new_item_ids": paired}
 
     def entity_names(self, facts: TurnFacts) -> list[str]:
         c = facts.candidates
