@@ -171,6 +171,12 @@ class PackEvaluation:
         """Whether the pack has a scripted user for whole tau2-format tasks."""
         return type(self).scripted_user is not PackEvaluation.scripted_user
 
+    def card_rules(self) -> Mapping[str, tuple[str, re.Pattern[str]]]:
+        """The judge of a requested card, held out of the pipeline's own cues: card id → (family, the lexical
+        rule one of the user's texts of the open request must match). A card with no rule counts as
+        unrequested."""
+        return {}
+
     def turn_judge(self, case: Case, world_seed: int) -> TurnJudge | None:
         """A judge for the turns of one session of the pack's own suites (it may keep state across turns)."""
         return None

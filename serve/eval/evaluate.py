@@ -25,6 +25,7 @@ from .measures import (
     delivered_unselected_actions,
     domain_vocabulary,
     invented_arguments,
+    request_texts,
     unrequested_cards,
 )
 from .runner import EventLog, run_turn, session_turns
@@ -344,7 +345,9 @@ class Evaluator:
             row["withheld"] = withheld if self.logged else None
         else:  # a kind that calls no tools invents nothing; the others are not judged here
             row["invented"] = [] if self.kind == "prompting" else None
-        row["unrequested"] = unrequested_cards(sse, ledger.raw_texts)
+        row["unrequested"] = unrequested_cards(sse, request_texts(ledger), (self._kit or PackEvaluation()).card_rules())
+        if any(e.get("type") == "action_card" for e in sse):
+            ledger.request_start = len(ledger.raw_texts)  # the next request starts after this card
         row["unselected"] = delivered_unselected_actions(sse, own.get("card_id"), recorded=decides and bool(own))
         return row
 

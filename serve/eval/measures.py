@@ -12,10 +12,12 @@
   the event log withheld (a raw name, zip or address line under a PII key, logged as
   ``[REDACTED]``) cannot be judged: it is counted apart (``withheld arguments``), not as
   invented.
-* **unrequested cards** — an action card shown (SSE ``action_card``) in a turn whose text,
-  or the user's text just before it (an answer to a clarify question), matches no
-  lexical rule of the card's family (:data:`CARD_FAMILY_RULES`). The rules are this
-  module's own, not the pipeline's intent prior; a card with no family counts.
+* **unrequested cards** — an action card shown (SSE ``action_card``) in a turn when no user text
+  of the open request — the texts since the last turn that showed a card, and at least the turn's
+  text and the one before it (an answer to a clarify question) — matches the lexical rule of the
+  card's family; a request spelled out before a chain of questions (who are you? which item?
+  which payment method?) still counts. The rules are the pack's evaluation table
+  (``PackEvaluation.card_rules``), not the pipeline's intent prior; a card with no rule counts.
 * **delivered unselected actions** — a card id (``card.<name>``) in any delivered text
   (narration, reply, clarify question, escalation message) other than the turn's card,
   plus an action card whose id differs from the pipeline's recorded selection.
@@ -33,45 +35,27 @@ from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import MASKED, Vault
 
 __all__ = [
-    "CARD_FAMILY_RULES",
+    "CardRules",
     "card_family",
     "SessionLedger",
     "domain_vocabulary",
     "invented_arguments",
     "unrequested_cards",
+    "request_texts",
     "delivered_text",
     "delivered_unselected_actions",
 ]
 
 Event = dict[str, Any]
-_CHANGE = r"(?:change|modify|update|switch|edit|correct|fix|use|move)\w*"
-#: card id → (family, the lexical rule a text must match for the card to be requested).
-CARD_FAMILY_RULES: dict[str, tuple[str, re.Pattern[str]]] = {
-    "card.cancel_order": ("cancel", re.compile(
-        r"\b(cancel\w*|call(?:ing)? off|no longer (?:need|want)|don'?t (?:need|want) (?:it|this|that|the order)"
-        r"(?: anymore)?)\b", re.I)),
-    "card.return_items": ("return", re.compile(
-        r"\b(return(?:ing|ed|s)?\b(?!\s+polic)|send\w* (?:it|them|this|these|\w+) back|refund\w*)", re.I)),
-    "card.exchange_items": ("exchange", re.compile(
-        r"\b(exchang\w*|swap\w*|replac\w*|different (?:size|colou?r|one|version|model))\b", re.I)),
-    "card.modify_items": ("modify_items", re.compile(
-        rf"\b({_CHANGE}|swap\w*)\b.{{0,60}}\b(items?|sizes?|colou?rs?|options?|variants?|models?|versions?)\b", re.I)),
-    "card.modify_address": ("address", re.compile(
-        rf"\b{_CHANGE}\b.{{0,60}}\baddress\b|\baddress\b.{{0,40}}\b(change|update|wrong|moved|new)\b|"
-        r"\bship (?:it|them|this|that|the order|my order) to\b|\bnew address\b", re.I)),
-    "card.modify_user_address": ("address", re.compile(
-        rf"\b{_CHANGE}\b.{{0,60}}\baddress\b|\baddress\b.{{0,40}}\b(change|update|wrong|moved|new)\b|"
-        r"\bnew address\b|\bi(?:'ve| have)? moved\b", re.I)),
-    "card.modify_payment": ("payment", re.compile(
-        rf"\b{_CHANGE}\b.{{0,60}}\b(payment|pay|card|paypal|gift card|credit)\b|"
-        r"\bpay (?:with|by|using)\b", re.I)),
-}
+#: card id → (family, the lexical rule a text must match for the card to be requested): the pack's own
+#: table, from its evaluation hook (``PackEvaluation.card_rules``); a card with no rule is never requested.
+CardRules = Mapping[str, tuple[str, re.Pattern[str]]]
 _CARD_ID = re.compile(r"\bcard\.[a-z_]+\b")
 
 
-def card_family(card_id: str) -> str | None:
+def card_family(card_id: str, rules: CardRules) -> str | None:
     """The family of a card id (``None``: no rule, so never requested)."""
-    rule = CARD_FAMILY_RULES.get(card_id)
+    rule = rules.get(card_id)
     return rule[0] if rule else None
 
 
@@ -80,6 +64,8 @@ class SessionLedger:
     """What a session has made known so far: the user's texts (raw and redacted) and observed values."""
 
     raw_texts: list[str] = field(default_factory=list)
+    request_start: int = 0
+    """Index of the first user text of the open request: the texts after the last turn that showed a card."""
     redacted_texts: list[str] = field(default_factory=list)
     observed: set[str] = field(default_factory=set)
 
@@ -186,17 +172,24 @@ def invented_arguments(kind: str, log: Sequence[Event], ledger: SessionLedger,
     return out
 
 
-def unrequested_cards(sse: Sequence[Event], texts: Sequence[str]) -> list[str]:
-    """Card ids shown this turn that the turn's text (or the one before) did not ask for."""
-    recent = list(texts[-2:])
+def unrequested_cards(sse: Sequence[Event], texts: Sequence[str], rules: CardRules) -> list[str]:
+    """Card ids shown this turn that none of ``texts`` asked for (by the card's family rule in ``rules``)."""
+    recent = list(texts)
     out = []
     for e in sse:
         if e.get("type") != "action_card":
             continue
-        rule = CARD_FAMILY_RULES.get(str(e.get("card_id")))
+        rule = rules.get(str(e.get("card_id")))
         if rule is None or not any(rule[1].search(t) for t in recent):
             out.append(str(e.get("card_id")))
     return out
+
+
+def request_texts(ledger: SessionLedger) -> list[str]:
+    """The user texts a card shown now may answer: those of the open request (since the last turn that showed
+    a card), and at least the turn's text and the one before it (an answer to a clarify question)."""
+    start = min(ledger.request_start, max(0, len(ledger.raw_texts) - 2))
+    return ledger.raw_texts[start:]
 
 
 def delivered_text(sse: Sequence[Event]) -> str:

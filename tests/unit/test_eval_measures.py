@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
+from pipelines.domains.support.evaluation import CARD_RULES
 from serve.eval.measures import (
     SessionLedger,
     card_family,
     delivered_unselected_actions,
     domain_vocabulary,
     invented_arguments,
+    request_texts,
     unrequested_cards,
 )
 
@@ -122,7 +124,7 @@ def card(cid: str) -> dict[str, Any]:
     (["Please cancel order #W1000001."], "card.cancel_order", False),
     (["Hi, my email is [EMAIL_1]"], "card.cancel_order", True),
     (["I want to return my order.", "It's #W2000001"], "card.return_items", False),
-    (["I want to return my order.", "ok", "#W2000001"], "card.return_items", True),
+    (["I want to return my order.", "ok", "#W2000001"], "card.return_items", False),  # the request is open
     (["What is your return policy?"], "card.return_items", True),
     (["What's my default address?"], "card.modify_user_address", True),
     (["I moved, please update my address."], "card.modify_user_address", False),
@@ -132,17 +134,30 @@ def card(cid: str) -> dict[str, Any]:
     (["Please cancel order #W1."], "card.unknown_thing", True),
 ])
 def test_unrequested_cards_by_family_rule(texts, cid, unrequested):
-    assert unrequested_cards([card(cid)], texts) == ([cid] if unrequested else [])
+    led = ledger(*texts)
+    assert unrequested_cards([card(cid)], request_texts(led), CARD_RULES) == ([cid] if unrequested else [])
+
+
+def test_a_request_is_answered_by_the_card_that_follows_it_once():
+    led = ledger("I want to return my order.", "my email is [EMAIL_1]", "#W2000001", "use my gift card")
+    assert request_texts(led) == led.raw_texts  # the request spelled out before three questions still counts
+    led.request_start = 4  # a card was shown after the fourth text (answered yes or no)
+    led.add_user_text("thanks")
+    led.add_user_text("ok")
+    assert request_texts(led) == ["thanks", "ok"]
+    assert unrequested_cards([card("card.return_items")], request_texts(led), CARD_RULES) == ["card.return_items"]
+    led.request_start = 9  # never fewer than the turn's text and the one before it
+    assert request_texts(led) == ["thanks", "ok"]
 
 
 def test_every_support_card_has_a_family():
     from pipelines.domains.support.cards import ACTION_CARDS
 
-    assert all(card_family(c.id) for c in ACTION_CARDS if c.kind == "write")
+    assert all(card_family(c.id, CARD_RULES) for c in ACTION_CARDS if c.kind == "write")
 
 
 def test_no_card_no_unrequested_card():
-    assert unrequested_cards([{"type": "reply.delta", "text": "card.cancel_order"}], ["hi"]) == []
+    assert unrequested_cards([{"type": "reply.delta", "text": "card.cancel_order"}], ["hi"], CARD_RULES) == []
 
 
 # -- delivered unselected actions -------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipelines.domains.support.evaluation import CARD_RULES
 from serve.eval.measures import (
     SessionLedger,
     delivered_unselected_actions,
@@ -33,7 +34,7 @@ def _judge(kind: str, h: Any, r: Any, text: str, ledger: SessionLedger) -> dict[
     facts = analyse_turn(kind, sse, log, meta, 3, user_text_redacted=red)
     vocab = domain_vocabulary(h.domain if kind == "tandem" else _support())
     return {"facts": facts, "sse": sse, "invented": invented_arguments(kind, log, ledger, vocab),
-            "unrequested": unrequested_cards(sse, ledger.raw_texts),
+            "unrequested": unrequested_cards(sse, ledger.raw_texts, CARD_RULES),
             "unselected": delivered_unselected_actions(sse, meta.get("card_id"))}
 
 

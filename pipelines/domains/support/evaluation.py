@@ -7,6 +7,7 @@ priya); each turn carries what must hold after it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from pipelines.core.evaluation import Case, EntityLookup, EvalTurn, PackEvaluati
 
 from .tau2_user import WRITE_VERBS, ScriptedUser, intent_label
 
-__all__ = ["ALEX", "PRIYA", "FLOWS", "flow_suite", "SupportEvaluation"]
+__all__ = ["ALEX", "PRIYA", "FLOWS", "CARD_RULES", "flow_suite", "SupportEvaluation"]
 
 ALEX, PRIYA = "alex_rivera_1001", "priya_shah_2002"
 
@@ -39,6 +40,31 @@ FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
 ]
 
 
+_CHANGE = r"(?:change|modify|update|switch|edit|correct|fix|use|move)\w*"
+#: The eval's own judge of a requested card, held out of the pipeline's cues: card id → (family, the
+#: lexical rule one of the user's texts of the open request must match).
+CARD_RULES: dict[str, tuple[str, re.Pattern[str]]] = {
+    "card.cancel_order": ("cancel", re.compile(
+        r"\b(cancel\w*|call(?:ing)? off|no longer (?:need|want)|don'?t (?:need|want) (?:it|this|that|the order)"
+        r"(?: anymore)?)\b", re.I)),
+    "card.return_items": ("return", re.compile(
+        r"\b(return(?:ing|ed|s)?\b(?!\s+polic)|send\w* (?:it|them|this|these|\w+) back|refund\w*)", re.I)),
+    "card.exchange_items": ("exchange", re.compile(
+        r"\b(exchang\w*|swap\w*|replac\w*|different (?:size|colou?r|one|version|model))\b", re.I)),
+    "card.modify_items": ("modify_items", re.compile(
+        rf"\b({_CHANGE}|swap\w*)\b.{{0,60}}\b(items?|sizes?|colou?rs?|options?|variants?|models?|versions?)\b", re.I)),
+    "card.modify_address": ("address", re.compile(
+        rf"\b{_CHANGE}\b.{{0,60}}\baddress\b|\baddress\b.{{0,40}}\b(change|update|wrong|moved|new)\b|"
+        r"\bship (?:it|them|this|that|the order|my order) to\b|\bnew address\b", re.I)),
+    "card.modify_user_address": ("address", re.compile(
+        rf"\b{_CHANGE}\b.{{0,60}}\baddress\b|\baddress\b.{{0,40}}\b(change|update|wrong|moved|new)\b|"
+        r"\bnew address\b|\bi(?:'ve| have)? moved\b", re.I)),
+    "card.modify_payment": ("payment", re.compile(
+        rf"\b{_CHANGE}\b.{{0,60}}\b(payment|pay|card|paypal|gift card|credit)\b|"
+        r"\bpay (?:with|by|using)\b", re.I)),
+}
+
+
 def flow_suite(options: SuiteOptions | None = None) -> list[Case]:
     """The four support flows (seven turns)."""
     return [Case("flows", name, tuple(EvalTurn(text, expect=expect) for text, expect in turns))
@@ -50,6 +76,9 @@ class SupportEvaluation(PackEvaluation):
 
     def suites(self) -> Mapping[str, Callable[[SuiteOptions], list[Case]]]:
         return {"flows": flow_suite}
+
+    def card_rules(self) -> Mapping[str, tuple[str, re.Pattern[str]]]:
+        return CARD_RULES
 
     def entity_status(self, lookup: EntityLookup, entity: str) -> str | None:
         found = lookup("order", entity)
