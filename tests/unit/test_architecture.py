@@ -207,6 +207,9 @@ def serve_domain_names(root: Path) -> list[str]:
             continue
         words = HARNESS_WORDS if any(_under(mod, h) for h in SERVE_HARNESS) else DOMAIN_WORDS
         tree = ast.parse(path.read_text(), filename=str(path))
+        docstrings = {id(p.body[0].value) for p in ast.walk(tree)
+                      if isinstance(p, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and p.body and isinstance(p.body[0], ast.Expr)}
         for node in ast.walk(tree):
             names: list[str] = []
             if isinstance(node, ast.Import):
@@ -217,10 +220,7 @@ def serve_domain_names(root: Path) -> list[str]:
                 if any(_under(name, p) for p in packs - allowed) and not any(_under(name, a) for a in allowed):
                     found.append(f"{mod}:{node.lineno} imports {name}")
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                docstring = any(isinstance(p, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                                and p.body and isinstance(p.body[0], ast.Expr) and p.body[0].value is node
-                                for p in ast.walk(tree))
-                if not docstring and words.search(node.value):
+                if id(node) not in docstrings and words.search(node.value):
                     found.append(f"{mod}:{node.lineno} names {words.search(node.value).group(0)!r}")
     return sorted(set(found))
 
