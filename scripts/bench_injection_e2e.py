@@ -296,7 +296,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from serve.config import load_serve_file
     from serve.deploy import deploy_schema
     from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local
-    from serve.launch import start_app, wait_ready
+    from serve.launch import PortTaken, start_app, wait_ready
     from serve.loadtest.cli import free_port
     from serve.stores.world_sqlite import SQLiteWorldStore
 
@@ -323,9 +323,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     direct = DIRECT[: args.direct] if args.direct is not None else DIRECT
     questions = PLANTED_QUESTIONS[: args.planted + 1] if args.planted is not None else PLANTED_QUESTIONS
     shm_before = shm_names()
-    http_port, grpc_port = free_port(), free_port()
     t_start = time.perf_counter()
-    ep = start_app(str(cfg_path), http_port=http_port, grpc_port=grpc_port, metrics_port=None)
+    for attempt in range(3):  # a free port can be taken before the proxy binds it: pick others
+        http_port, grpc_port = free_port(), free_port()
+        try:
+            ep = start_app(str(cfg_path), http_port=http_port, grpc_port=grpc_port, metrics_port=None)
+            break
+        except PortTaken:
+            if attempt == 2:
+                raise
     result: dict[str, Any] = {"seed": args.seed, "phases": {}}
     try:
         wait_ready(ep["http"], timeout_s=args.ready_timeout_s)

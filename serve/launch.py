@@ -6,13 +6,14 @@ Used by ``tandem run``, ``tandem load --start``, ``tandem eval`` and the benchma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 from typing import Any
 
-__all__ = ["start_app", "wait_ready", "example_turn"]
+__all__ = ["start_app", "wait_ready", "example_turn", "PortTaken"]
 
 
 def _print(msg: str) -> None:
@@ -23,6 +24,10 @@ def _print(msg: str) -> None:
 # 4 MiB bounds a hostile request and still fits a long session's GetSession answer (the same
 # option caps what the proxy sends). The proxy reads it at start: set before Ray starts.
 GRPC_MAX_MESSAGE_BYTES = 4 * 2**20
+
+
+class PortTaken(RuntimeError):
+    """A proxy's port was taken between choosing it and binding it (start again on other ports)."""
 
 
 def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: int | None = None,
@@ -60,13 +65,22 @@ def start_app(config_path: str, *, num_cpus: float | None = None, metrics_port: 
     if metrics_port:
         init_kwargs["_metrics_export_port"] = metrics_port
     ray.init(**init_kwargs)
-    serve.start(
-        http_options={"host": http.host, "port": http.port},
-        grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=sf.grpc_options.grpc_servicer_functions),
-    )
-    # Declarative deploy (as `serve deploy` and KubeRay do): a later redeploy of the same file
-    # with changed rule tables reconfigures live replicas instead of restarting them.
-    deploy_serve_file(sf, http_host=http.host, http_port=http.port, grpc_port=grpc_port)
+    try:
+        serve.start(
+            http_options={"host": http.host, "port": http.port},
+            grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=sf.grpc_options.grpc_servicer_functions),
+        )
+        # Declarative deploy (as `serve deploy` and KubeRay do): a later redeploy of the same file
+        # with changed rule tables reconfigures live replicas instead of restarting them.
+        deploy_serve_file(sf, http_host=http.host, http_port=http.port, grpc_port=grpc_port)
+    except BaseException as exc:  # a proxy that cannot bind its port, a bad deploy: leave no Ray behind
+        with contextlib.suppress(Exception):
+            serve.shutdown()
+        ray.shutdown()
+        if "Failed to bind" in str(exc):
+            raise PortTaken(f"a Serve proxy could not bind its port (HTTP {http.port}, gRPC {grpc_port}): "
+                            f"{str(exc).splitlines()[-1][:200]}") from exc
+        raise
     host = "127.0.0.1" if http.host in ("0.0.0.0", "::") else http.host
     return {
         "http": f"http://{host}:{http.port}",

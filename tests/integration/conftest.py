@@ -18,6 +18,7 @@ Span files (``spans-*.jsonl``, written by every Ray process) go to the session's
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import socket
@@ -173,12 +174,25 @@ class SessionCluster:
         # Ray workers must import test modules (scripted deployments) too.
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         self._shm_before = shm_names()
-        self.http_port, self.grpc_port = free_port(), free_port()
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-        self.running = settings
+        if ray.is_initialized():  # left by an earlier module of this process that failed mid-start
+            with contextlib.suppress(Exception):
+                serve.shutdown()
+            ray.shutdown()
         servicers = load_serve_file(EMBEDDED).grpc_options.grpc_servicer_functions
-        serve.start(http_options={"host": "127.0.0.1", "port": self.http_port},
-                    grpc_options=gRPCOptions(port=self.grpc_port, grpc_servicer_functions=servicers))
+        for attempt in range(3):  # a free port can be taken before the proxy binds it: pick others
+            self.http_port, self.grpc_port = free_port(), free_port()
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            try:
+                serve.start(http_options={"host": "127.0.0.1", "port": self.http_port},
+                            grpc_options=gRPCOptions(port=self.grpc_port, grpc_servicer_functions=servicers))
+                break
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    serve.shutdown()
+                ray.shutdown()
+                if "Failed to bind" not in str(exc) or attempt == 2:
+                    raise
+        self.running = settings
 
     def release(self) -> None:
         """Shut Serve and Ray down (if this session started them) and free our shared memory."""
