@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import statistics
@@ -370,11 +371,24 @@ def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[
     raise ValueError(f"unknown fault {name!r}")
 
 
-def after(name: str, cluster: Any, detail: dict[str, Any]) -> None:
-    """What an operator (or KubeRay) does after the fault: a lost node comes back."""
-    if name == "node_loss":
+def after(name: str, cluster: Any, detail: dict[str, Any], *, attempts: int = 3,
+          ready_timeout_s: float = 240.0) -> None:
+    """What an operator (or KubeRay) does after the fault: a lost node comes back. A node whose raylet dies
+    after it rejoined (seen on a loaded 2-core box) is replaced again, as KubeRay replaces a failed pod;
+    ``detail["rejoins"]`` counts the tries."""
+    if name != "node_loss":
+        return
+    for i in range(1, attempts + 1):
+        detail["rejoins"] = i
         cluster.add_node(detail["node"])
-        cluster.wait_ready(600, nodes=[detail["node"]])
+        try:
+            cluster.wait_ready(ready_timeout_s, nodes=[detail["node"]])
+            return
+        except TimeoutError:
+            if i == attempts:
+                raise
+            with contextlib.suppress(Exception):  # the broken node goes; a fresh one takes its place
+                cluster.remove_node(detail["node"])
 
 
 # -- measures --------------------------------------------------------------------------------------------

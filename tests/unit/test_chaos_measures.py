@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from chaos import Attempt, Fault, fault_row, write_verdict  # noqa: E402
@@ -101,3 +103,35 @@ def test_the_timeline_draws_every_attempt_and_replots_a_saved_run(tmp_path):
     assert (tmp_path / "re" / "timeline.png").is_file()
     saved.write_text(json.dumps({"timeline": []}))
     assert chaos.main(["--replot", str(saved), "--out", str(tmp_path / "none")]) == 1
+
+
+def test_a_node_that_fails_after_rejoining_is_replaced_again():
+    import chaos
+
+    class Cluster:
+        def __init__(self, fails: int) -> None:
+            self.fails, self.calls = fails, []
+
+        def add_node(self, name):
+            self.calls.append(("add", name))
+
+        def remove_node(self, name):
+            self.calls.append(("remove", name))
+
+        def wait_ready(self, timeout_s, nodes):
+            self.calls.append(("wait", nodes[0]))
+            if self.fails:
+                self.fails -= 1
+                raise TimeoutError("unhealthy")
+
+    c, detail = Cluster(fails=1), {"node": "cpu-2"}
+    chaos.after("node_loss", c, detail, ready_timeout_s=1)
+    assert c.calls == [("add", "cpu-2"), ("wait", "cpu-2"), ("remove", "cpu-2"), ("add", "cpu-2"), ("wait", "cpu-2")]
+    assert detail["rejoins"] == 2
+    stuck = Cluster(fails=9)
+    with pytest.raises(TimeoutError):
+        chaos.after("node_loss", stuck, {"node": "cpu-1"}, attempts=2, ready_timeout_s=1)
+    assert [k for k, _ in stuck.calls].count("add") == 2
+    idle = Cluster(fails=0)
+    chaos.after("ingress_kill", idle, {})
+    assert idle.calls == []
