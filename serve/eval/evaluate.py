@@ -143,7 +143,7 @@ class Evaluator:
     entity: Callable[[str, str], dict[str, Any] | None] | None = None
     max_user_turns: int = 10
     _pack: Any = None
-    _kit: PackEvaluation | None = None
+    _kit: PackEvaluation = field(default_factory=PackEvaluation)
     _vocab: set[str] | None = None
     _client: Any = None
 
@@ -168,10 +168,9 @@ class Evaluator:
     def _status_of(self, entity: str, session_tools: list[dict[str, Any]]) -> str | None:
         """A record's status: live from the app's world, else after the session's last confirmed write of it,
         else in the freshly seeded world."""
-        kit = self._kit or PackEvaluation()
         if self.entity is not None:
             try:
-                status = kit.entity_status(self.entity, entity)
+                status = self._kit.entity_status(self.entity, entity)
             except Exception:  # a measurement: fall back to what the session's tools returned
                 status = None
             if status is not None:
@@ -197,8 +196,7 @@ class Evaluator:
                 ledger.observed.add(str(case.info[key]).casefold())  # the session's bound live state
         rows: list[dict[str, Any]] = []
         session_tools: list[dict[str, Any]] = []
-        judge = (self._kit.turn_judge(case, self.world_seed)
-                 if self._kit is not None and case.suite in self._kit.suites() else None)
+        judge = self._kit.turn_judge(case, self.world_seed) if case.suite in self._kit.suites() else None
         for i, turn in enumerate(case.turns):
             res = run_turn(self.http, sid, turn.text, user_id=turn.user_id, timeout_s=self.timeout_s,
                            api_key=self.api_key, client=self._client)
@@ -266,8 +264,7 @@ class Evaluator:
 
         base_dir = Path(case.info["tau2_dir"])
         task, db = _tau2_task(str(base_dir), case.info["task_id"])
-        user = (self._kit or PackEvaluation()).scripted_user(task, db, {c.id: c.tool for c in self._pack.cards},
-                                                             self.max_user_turns)
+        user = self._kit.scripted_user(task, db, {c.id: c.tool for c in self._pack.cards}, self.max_user_turns)
         if user is None:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")
         sid = session_id(self.kind, case, self.stamp)
@@ -345,7 +342,7 @@ class Evaluator:
             row["withheld"] = withheld if self.logged else None
         else:  # a kind that calls no tools invents nothing; the others are not judged here
             row["invented"] = [] if self.kind == "prompting" else None
-        row["unrequested"] = unrequested_cards(sse, request_texts(ledger), (self._kit or PackEvaluation()).card_rules())
+        row["unrequested"] = unrequested_cards(sse, request_texts(ledger), self._kit.card_rules())
         if any(e.get("type") == "action_card" for e in sse):
             ledger.request_start = len(ledger.raw_texts)  # the next request starts after this card
         row["unselected"] = delivered_unselected_actions(sse, own.get("card_id"), recorded=decides and bool(own))
