@@ -11,7 +11,9 @@
 * :class:`RateLimiter` — a moving window per key id (the ``limits`` library; memory
   storage in one replica, Redis storage shared by every ingress replica):
   :class:`~pipelines.errors.RateLimited` (429 / RESOURCE_EXHAUSTED) with the
-  seconds until the window frees a slot.
+  seconds until the window frees a slot. A limit store that cannot answer (Redis down or
+  restarting) is :class:`~pipelines.errors.StoreUnavailable` (503 + Retry-After), not an
+  untyped 500: the request is refused, as the session store would refuse it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from typing import Any
 
 import yaml
 
-from pipelines.errors import ConfigError, RateLimited, Unauthenticated
+from pipelines.errors import (
+    ConfigError,
+    RateLimited,
+    StoreUnavailable,
+    TandemError,
+    Unauthenticated,
+)
 from pipelines.sessions import LOCAL_PRINCIPAL
 from serve.config import ApiKeyEntry, AuthConfig, LimitsConfig
 
@@ -153,9 +161,16 @@ class RateLimiter:
         """Count one request of ``principal``; :class:`RateLimited` when a window is full."""
         if self._limiter is None:
             return
-        for item in self.items:
-            if not self._limiter.hit(item, "tandem", principal):
-                stats = self._limiter.get_window_stats(item, "tandem", principal)
-                wait = max(1.0, math.ceil(stats.reset_time - self._wall()))
-                raise RateLimited(f"API key {principal!r} is over its rate limit ({item})",
-                                  details={"limit": str(item)}, retry_after_s=wait)
+        try:
+            for item in self.items:
+                if not self._limiter.hit(item, "tandem", principal):
+                    stats = self._limiter.get_window_stats(item, "tandem", principal)
+                    wait = max(1.0, math.ceil(stats.reset_time - self._wall()))
+                    raise RateLimited(f"API key {principal!r} is over its rate limit ({item})",
+                                      details={"limit": str(item)}, retry_after_s=wait)
+        except TandemError:
+            raise
+        except Exception as exc:  # the storage's own errors (redis-py's, the limits library's wrappers)
+            logger.warning("rate-limit store failed: %s: %s", type(exc).__name__, exc)
+            raise StoreUnavailable("the rate-limit store failed; the request was not served",
+                                   details={"reason": type(exc).__name__}) from exc

@@ -138,3 +138,24 @@ def test_a_key_over_its_rate_is_rate_limited_with_retry_after() -> None:
 def test_bad_rate_is_refused_by_the_config() -> None:
     with pytest.raises(ValueError):
         LimitsConfig(rate="lots")
+
+
+def test_a_limit_store_that_cannot_answer_is_a_typed_503_not_a_500() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: Redis down
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lim = RateLimiter(LimitsConfig(rate="3/minute", storage_url=f"redis://127.0.0.1:{port}/0"))
+    with pytest.raises(E.StoreUnavailable) as err:
+        lim.hit("alice")
+    assert err.value.http_status == 503 and err.value.grpc_status == "UNAVAILABLE"
+    assert err.value.retry_after_s == 1.0
+    assert err.value.details == {"reason": "ConnectionError"}
+
+
+def test_a_full_window_on_a_live_store_stays_rate_limited_not_unavailable() -> None:
+    lim = RateLimiter(LimitsConfig(rate="1/minute"))
+    lim.hit("alice")
+    with pytest.raises(E.RateLimited):  # our own error passes through the store guard unchanged
+        lim.hit("alice")
