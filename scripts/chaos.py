@@ -13,6 +13,12 @@ time, each followed by a recovery window:
     node_loss        a CPU node's raylet and every worker on it killed; the node added back afterwards
     disconnect       clients that go away mid-stream (SSE and gRPC); the session must take its next turn
     gcs_restart      (--gcs-ft) the head's GCS killed and restarted on the same Redis
+    redis_restart    Redis (session store, leases, rate limits) killed with SIGKILL and started again on the
+                     same AOF directory; probes while it is down must get a typed 503 + Retry-After
+    slow_reader      clients (SSE and gRPC) that read one event every --slow-read-s: their turn finishes
+                     whole, their session takes its next turn, the others' turns keep flowing
+    same_session     two turns of one session sent at once through two nodes' proxies: one runs, the other
+                     waits for it or is refused (session_busy); the stored turns never interleave
 
 A failed turn is retried (at most three times, same ``Idempotency-Key``) as a client would. For each fault:
 ``in_flight`` (turns running when it hit), ``failed`` (by error code: the error table's rows, or
@@ -49,7 +55,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-FAULTS = ("ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill", "model_kill", "gcs_restart")
+FAULTS = ("ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill", "model_kill", "redis_restart",
+          "slow_reader", "same_session", "gcs_restart")
 QUICK = ("node_loss", "ingress_kill")
 # gRPC status codes our error table maps to (pipelines/errors.py): anything else reached the client untyped.
 TYPED_GRPC = {"INVALID_ARGUMENT", "UNAUTHENTICATED", "NOT_FOUND", "ABORTED", "PERMISSION_DENIED", "INTERNAL",
@@ -167,23 +174,36 @@ class Load:
                 self.sessions[sid]["done"] = True
 
     async def _turn(self, sid: str, kind: str, step: int, text: str, idem: str, protocol: str,
-                    retry: int) -> Attempt:
-        node, ep = self._endpoint()
+                    retry: int, *, node: str | None = None, **client: Any) -> Attempt:
+        """One attempt through a live CPU node's proxy (or ``node``'s); ``client``: the readers' options."""
+        node, ep = (node, self.cluster.endpoints[node]) if node else self._endpoint()
         a = Attempt(sid, kind, step, protocol, node, idem, time.monotonic(), retry=retry)
         with self.lock:
             self.attempts.append(a)
         try:
             async with asyncio.timeout(self.turn_timeout_s):
                 if protocol == "http":
-                    await self._http(a, ep.http, text)
+                    await self._http(a, ep.http, text, **client)
                 else:
-                    await self._grpc(a, ep.grpc, text)
+                    await self._grpc(a, ep.grpc, text, **client)
         except TimeoutError:
             a.outcome = "hang"
         a.end = time.monotonic()
         return a
 
-    async def _http(self, a: Attempt, base: str, text: str, *, drop_after_first: bool = False) -> None:
+    async def _until_ok(self, sid: str, kind: str, step: int, text: str, protocol: str, *, tries: int = 3,
+                        wait_s: float = 3.0) -> Attempt:
+        """A turn retried as a client would (same Idempotency-Key) while a typed refusal says to."""
+        a = await self._turn(sid, kind, step, text, uuid.uuid4().hex, protocol, 0)
+        for retry in range(1, tries):
+            if a.outcome == "ok":
+                break
+            await asyncio.sleep(wait_s)
+            a = await self._turn(sid, kind, step, text, a.idem, protocol, retry)
+        return a
+
+    async def _http(self, a: Attempt, base: str, text: str, *, drop_after_first: bool = False,
+                    read_delay_s: float = 0.0) -> None:
         import httpx
 
         headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {self.cluster.api_key}",
@@ -199,6 +219,8 @@ class Load:
 
                     parser, done = SSEParser(), None
                     async for chunk in r.aiter_text():
+                        if read_delay_s:
+                            await asyncio.sleep(read_delay_s)
                         for _name, data in parser.feed(chunk):
                             ev = json.loads(data)
                             if ev["type"] in ("narration.delta", "reply.delta") and a.first_token is None:
@@ -219,7 +241,8 @@ class Load:
         except httpx.HTTPError:
             a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
 
-    async def _grpc(self, a: Attempt, target: str, text: str, *, drop_after_first: bool = False) -> None:
+    async def _grpc(self, a: Attempt, target: str, text: str, *, drop_after_first: bool = False,
+                    read_delay_s: float = 0.0) -> None:
         import grpc
 
         from serve.grpc_codec import proto_to_event
@@ -235,6 +258,8 @@ class Load:
             done = None
             try:
                 async for msg in call:
+                    if read_delay_s:
+                        await asyncio.sleep(read_delay_s)
                     ev = proto_to_event(msg).model_dump(mode="json")
                     if ev["type"] in ("narration.delta", "reply.delta") and a.first_token is None:
                         a.first_token = time.monotonic()
@@ -314,32 +339,144 @@ def _disconnect(load: Load, n: int) -> dict[str, Any]:
 
     async def one(i: int) -> dict[str, Any]:
         sid = f"chaos-drop-{uuid.uuid4().hex[:10]}"
-        node, ep = load._endpoint()
         proto = "http" if i % 2 == 0 else "grpc"
-        a = Attempt(sid, "drop", 0, proto, node, uuid.uuid4().hex, time.monotonic())
-        with load.lock:
-            load.attempts.append(a)
-        try:
-            async with asyncio.timeout(load.turn_timeout_s):
-                if proto == "http":
-                    await load._http(a, ep.http, "Hi! What can you help me with?", drop_after_first=True)
-                else:
-                    await load._grpc(a, ep.grpc, "Hi! What can you help me with?", drop_after_first=True)
-        except TimeoutError:
-            a.outcome = "hang"
-        a.end = time.monotonic()
-        b = await load._turn(sid, "drop", 1, "Thanks, that is all.", uuid.uuid4().hex, proto, 0)
-        for retry in range(1, 3):  # SessionBusy while the dropped turn still runs is typed; retry as a client
-            if b.outcome == "ok":
-                break
-            await asyncio.sleep(3.0)
-            b = await load._turn(sid, "drop", 1, "Thanks, that is all.", b.idem, proto, retry)
+        a = await load._turn(sid, "drop", 0, "Hi! What can you help me with?", uuid.uuid4().hex, proto, 0,
+                             drop_after_first=True)
+        # SessionBusy while the dropped turn still runs is typed; the client retries
+        b = await load._until_ok(sid, "drop", 1, "Thanks, that is all.", proto)
         return {"session": sid, "first": a.outcome, "next": b.outcome}
 
     async def all_() -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(one(i) for i in range(n))))
 
     return {"sessions": load.run_coro(all_(), timeout=load.turn_timeout_s * 5)}
+
+
+def stored_verdict(turns: list[dict[str, Any]], served: int) -> dict[str, Any]:
+    """A session read back after a fault: its ``served`` turns all stored, numbered 0..n-1, none left as a
+    mid-turn checkpoint (``whole``)."""
+    idx = [t.get("index") for t in turns]
+    checkpoints = sum(1 for t in turns if (t.get("meta") or {}).get("checkpoint"))
+    return {"stored": len(turns), "served": served, "contiguous": idx == list(range(len(turns))),
+            "checkpoints": checkpoints,
+            "whole": len(turns) == served and idx == list(range(len(turns))) and not checkpoints}
+
+
+def overlapped(a: Attempt, b: Attempt) -> bool:
+    """Two served turns of one session whose streams overlapped: the later one streamed its first token
+    before the earlier one had ended (one turn at a time per session forbids it)."""
+    if a.outcome != "ok" or b.outcome != "ok":
+        return False
+    first, second = sorted((a, b), key=lambda x: x.end)
+    return second.first_token is not None and second.first_token < first.end
+
+
+def _slow_reader(load: Load, n: int, delay_s: float) -> dict[str, Any]:
+    """``n`` clients (half SSE, half gRPC) that read one event or chunk every ``delay_s``: the turn must end
+    whole (a slow client slows only its own turn), then the session's next turn must be served."""
+
+    async def one(i: int) -> dict[str, Any]:
+        sid = f"chaos-slow-{uuid.uuid4().hex[:10]}"
+        proto = "http" if i % 2 == 0 else "grpc"
+        a = await load._turn(sid, "slow", 0, "Hi! Where is my order?", uuid.uuid4().hex, proto, 0,
+                             read_delay_s=delay_s)
+        b = await load._until_ok(sid, "slow", 1, "Thanks, that is all.", proto)
+        sess = await _get_session(load.cluster, sid) or {"turns": []}
+        served = (a.outcome == "ok") + (b.outcome == "ok")
+        return {"session": sid, "protocol": proto, "first": a.outcome, "seconds": round(a.end - a.start, 1),
+                "next": b.outcome, **stored_verdict(sess.get("turns", []), served)}
+
+    async def all_() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    return {"sessions": load.run_coro(all_(), timeout=load.turn_timeout_s * 5)}
+
+
+def _same_session(load: Load, n: int) -> dict[str, Any]:
+    """``n`` sessions: a first turn, then two turns sent at once through two different nodes' proxies (SSE on
+    one, gRPC on the other). Either both are served one after the other, or one is refused with a typed
+    ``session_busy``; the stored turns are numbered without a gap and no two streams overlapped."""
+
+    async def one(i: int) -> dict[str, Any]:
+        sid = f"chaos-twice-{uuid.uuid4().hex[:10]}"
+        first = await load._until_ok(sid, "twice", 0, "Hi! What can you help me with?", "http")
+        live = sorted(k for k in load.cluster.endpoints if k.startswith("cpu") and k in load.cluster.ready)
+        nodes = (live * 2)[:2] if live else ["head", "head"]
+        a, b = await asyncio.gather(
+            load._turn(sid, "twice", 1, "Where is my order?", uuid.uuid4().hex, "http", 0, node=nodes[0]),
+            load._turn(sid, "twice", 1, "Can you check my order status?", uuid.uuid4().hex, "grpc", 0,
+                       node=nodes[1]))
+        sess = await _get_session(load.cluster, sid) or {"turns": []}
+        served = sum(x.outcome == "ok" for x in (first, a, b))
+        return {"session": sid, "nodes": nodes, "outcomes": [a.outcome, b.outcome],
+                "overlapped": overlapped(a, b), **stored_verdict(sess.get("turns", []), served)}
+
+    async def all_() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    rows = load.run_coro(all_(), timeout=load.turn_timeout_s * 5)
+    return {"sessions": rows, "interleaved": sum(1 for r in rows if r["overlapped"] or not r["whole"])}
+
+
+async def _probe_down(load: Load) -> list[dict[str, Any]]:
+    """One turn per protocol while the store is down: what the client is told (status, code, Retry-After)."""
+    import grpc
+    import httpx
+
+    from serve.protos import assistant_pb2 as pb
+    from serve.protos import assistant_pb2_grpc
+
+    node, ep = load._endpoint()
+    out: list[dict[str, Any]] = []
+    sid = f"chaos-probe-{uuid.uuid4().hex[:10]}"
+    headers = {"Authorization": f"Bearer {load.cluster.api_key}", "Idempotency-Key": uuid.uuid4().hex}
+    try:
+        async with httpx.AsyncClient(timeout=30) as c:
+            r = await c.post(f"{ep.http}/v1/sessions/{sid}/turns", json={"text": "Where is my order?"},
+                             headers=headers)
+        code = _http_outcome(r.status_code, r.content) if r.status_code != 200 else "ok"
+        out.append({"protocol": "http", "node": node, "status": r.status_code, "code": code,
+                    "retry_after": r.headers.get("retry-after")})
+    except httpx.HTTPError as exc:
+        out.append({"protocol": "http", "node": node, "status": None, "code": type(exc).__name__})
+    md = (("application", "tandem"), ("authorization", f"Bearer {load.cluster.api_key}"))
+    async with grpc.aio.insecure_channel(ep.grpc) as ch:
+        stub = assistant_pb2_grpc.AssistantStub(ch)
+        try:
+            await stub.Turn(pb.TurnRequest(session_id=sid + "-g", text="Where is my order?"), metadata=md,
+                            timeout=30)
+            out.append({"protocol": "grpc", "node": node, "status": "OK", "code": "ok"})
+        except grpc.aio.AioRpcError as exc:
+            trailing = dict(exc.trailing_metadata() or ())
+            out.append({"protocol": "grpc", "node": node, "status": exc.code().name,
+                        "code": exc.details(), "retry_after": trailing.get("retry-after")})
+    return out
+
+
+def probe_verdict(probes: list[dict[str, Any]]) -> bool:
+    """True when every probe while the store was down got the typed refusal: HTTP 503 or gRPC UNAVAILABLE,
+    each with a Retry-After."""
+    return bool(probes) and all(p.get("status") in (503, "UNAVAILABLE") and p.get("retry_after") for p in probes)
+
+
+def _redis_restart(cluster: Any, load: Load, down_s: float) -> dict[str, Any]:
+    """Redis killed (SIGKILL: what comes back is what its AOF held), probed while down, started again on the
+    same data directory after ``down_s``. With GCS FT on the same Redis the head's GCS goes down with it and
+    is restarted after (a head pod restarted beside its Redis)."""
+    gcs = bool(getattr(cluster, "gcs_ft", False))
+    if gcs:
+        cluster.kill_gcs()
+    t_down = time.monotonic()
+    cluster.redis.crash()
+    time.sleep(min(1.0, down_s))
+    probes = load.run_coro(_probe_down(load), timeout=90)
+    time.sleep(max(0.0, down_s - (time.monotonic() - t_down)))
+    cluster.redis.start()
+    up = time.monotonic()
+    if gcs:
+        cluster.restart_gcs()
+    return {"down_s": round(up - t_down, 2), "probes": probes, "typed_while_down": probe_verdict(probes),
+            "up_at": up}
 
 
 def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[str, Any]:
@@ -361,6 +498,12 @@ def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[
         return {"node": victim}
     if name == "disconnect":
         return _disconnect(load, ns.disconnects)
+    if name == "redis_restart":
+        return _redis_restart(cluster, load, ns.redis_down_s)
+    if name == "slow_reader":
+        return _slow_reader(load, ns.slow_readers, ns.slow_read_s)
+    if name == "same_session":
+        return _same_session(load, ns.same_sessions)
     if name == "gcs_restart":
         if not cluster.gcs_ft:
             raise RuntimeError("gcs_restart needs --gcs-ft")
@@ -413,6 +556,11 @@ def fault_row(f: Fault, attempts: list[Attempt], t_end: float, baseline_ttft: fl
             if len(window) >= min(3, len(good) - i) and window and statistics.median(window) <= 1.2 * baseline_ttft:
                 base_rec = round(good[min(i + len(window), len(good)) - 1].end - f.t, 2)
                 break
+    up = f.detail.pop("up_at", None)  # a fault with a downtime: recovery also from the moment it ended
+    if up is not None:
+        f.detail["up_after_s"] = round(up - f.t, 2)
+        back = [a for a in good if a.start >= up]
+        f.detail["recovery_after_up_s"] = round(back[0].end - up, 2) if back else None
     return {
         "in_flight": f.in_flight,
         "turns": len(hit),
@@ -572,6 +720,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-s", type=float, default=90.0, help="recovery window after each fault")
     p.add_argument("--turn-timeout-s", type=float, default=240.0, help="a turn longer than this is a hang")
     p.add_argument("--disconnects", type=int, default=2)
+    p.add_argument("--redis-down-s", type=float, default=5.0, help="redis_restart: seconds Redis stays down")
+    p.add_argument("--slow-readers", type=int, default=2)
+    p.add_argument("--slow-read-s", type=float, default=0.25, help="slow_reader: seconds between reads")
+    p.add_argument("--same-sessions", type=int, default=2, help="same_session: sessions sent two turns at once")
     p.add_argument("--gcs-ft", action="store_true", help="GCS fault tolerance on the cluster's Redis")
     p.add_argument("--gcs-down-s", type=float, default=10.0)
     p.add_argument("--lose", choices=("tools", "other"), default="tools",

@@ -169,6 +169,13 @@ class RedisServer:
             time.sleep(0.1)
         raise TimeoutError(f"redis-server not answering on port {self.port}")
 
+    def crash(self) -> None:
+        """SIGKILL, as a node or container dies: no shutdown save; what comes back is what the AOF holds."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

@@ -77,7 +77,7 @@ def test_every_fault_is_known_and_the_default_run_leaves_only_the_gcs_restart_ou
     assert {"kernels_kill", "model_kill"} <= set(chaos.FAULTS) and set(chaos.QUICK) <= set(chaos.FAULTS)
     ns = chaos.build_parser().parse_args([])
     assert ns.faults.split(",") == ["ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill",
-                                    "model_kill"]
+                                    "model_kill", "redis_restart", "slow_reader", "same_session"]
 
 
 def test_the_timeline_draws_every_attempt_and_replots_a_saved_run(tmp_path):
@@ -135,3 +135,91 @@ def test_a_node_that_fails_after_rejoining_is_replaced_again():
     idle = Cluster(fails=0)
     chaos.after("ingress_kill", idle, {})
     assert idle.calls == []
+
+
+def test_a_session_read_back_is_whole_only_with_every_served_turn_numbered_and_none_a_checkpoint():
+    import chaos
+
+    def t(i, **meta):
+        return {"index": i, "status": "ok", "meta": meta}
+
+    assert chaos.stored_verdict([t(0), t(1)], served=2)["whole"] is True
+    assert chaos.stored_verdict([t(0)], served=2)["whole"] is False  # a served turn was not stored
+    assert chaos.stored_verdict([t(0), t(1), t(2)], served=2)["whole"] is False  # one stored that was not served
+    gap = chaos.stored_verdict([t(0), t(2)], served=2)
+    assert gap["contiguous"] is False and gap["whole"] is False
+    cut = chaos.stored_verdict([t(0), t(1, checkpoint=True)], served=2)
+    assert cut["checkpoints"] == 1 and cut["whole"] is False
+    assert chaos.stored_verdict([], served=0) == {"stored": 0, "served": 0, "contiguous": True, "checkpoints": 0,
+                                                   "whole": True}
+
+
+def test_two_served_turns_of_one_session_overlap_only_when_the_second_streams_before_the_first_ends():
+    import chaos
+
+    one_after = (_a(0.0, 10.0, "ok", 1.0), _a(0.0, 20.0, "ok", 10.5))   # second's first token at 10.5 > 10.0
+    assert chaos.overlapped(*one_after) is False
+    both = (_a(0.0, 10.0, "ok", 1.0), _a(0.0, 20.0, "ok", 9.5))          # at 9.5, before the first ended
+    assert chaos.overlapped(*both) is True and chaos.overlapped(*reversed(both)) is True
+    edge = (_a(0.0, 10.0, "ok", 1.0), _a(0.0, 20.0, "ok", 10.0))         # exactly at the end: not an overlap
+    assert chaos.overlapped(*edge) is False
+    refused = (_a(0.0, 10.0, "ok", 1.0), _a(0.0, 0.5, "session_busy"))
+    assert chaos.overlapped(*refused) is False
+
+
+def test_probes_while_the_store_is_down_must_all_be_typed_refusals_with_retry_after():
+    import chaos
+
+    ok_http = {"protocol": "http", "status": 503, "code": "store_unavailable", "retry_after": "1"}
+    ok_grpc = {"protocol": "grpc", "status": "UNAVAILABLE", "retry_after": "1"}
+    assert chaos.probe_verdict([ok_http, ok_grpc]) is True
+    assert chaos.probe_verdict([]) is False
+    assert chaos.probe_verdict([{**ok_http, "status": 500}, ok_grpc]) is False  # an untyped 500
+    assert chaos.probe_verdict([{**ok_http, "retry_after": None}]) is False     # no hint when to come back
+    assert chaos.probe_verdict([{**ok_grpc, "status": "INTERNAL"}]) is False
+
+
+def test_a_redis_restart_kills_probes_and_restarts_on_the_same_store_and_gcs_follows_with_gcs_ft(monkeypatch):
+    import chaos
+
+    calls = []
+
+    class Redis:
+        def crash(self):
+            calls.append("crash")
+
+        def start(self):
+            calls.append("start")
+
+    class Cluster:
+        def __init__(self, gcs_ft):
+            self.gcs_ft, self.redis = gcs_ft, Redis()
+
+        def kill_gcs(self):
+            calls.append("kill_gcs")
+
+        def restart_gcs(self):
+            calls.append("restart_gcs")
+
+    class Load:
+        def run_coro(self, coro, timeout):
+            coro.close()
+            calls.append("probe")
+            return [{"protocol": "http", "status": 503, "retry_after": "1"}]
+
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    d = chaos._redis_restart(Cluster(False), Load(), down_s=5.0)
+    assert calls == ["crash", "probe", "start"] and d["typed_while_down"] is True and "up_at" in d
+    calls.clear()
+    chaos._redis_restart(Cluster(True), Load(), down_s=5.0)
+    assert calls == ["kill_gcs", "crash", "probe", "start", "restart_gcs"]
+
+
+def test_recovery_after_a_downtime_counts_from_the_moment_the_store_came_back():
+    f = Fault("redis_restart", 10.0, detail={"up_at": 15.0})
+    attempts = [_a(10.5, 11.0, "store_unavailable"), _a(12.0, 18.0, "ok", 1.0), _a(16.0, 19.0, "ok", 1.0)]
+    row = fault_row(f, attempts, t_end=60.0, baseline_ttft=1.0)
+    assert row["recovery_s"] == 8.0                      # 18.0 - 10.0: any good turn after the fault
+    assert row["detail"]["up_after_s"] == 5.0
+    assert row["detail"]["recovery_after_up_s"] == 4.0   # 19.0 - 15.0: the first that started after it came back
+    assert "up_at" not in row["detail"]
