@@ -187,6 +187,15 @@ class Orchestrator:
         arrange = getattr(self.domain, "arrange", None)
         if callable(arrange):  # the pack's own order of a card's arguments (pairs of lists)
             args = arrange(card.tool, args, self.facts)
+        undecided = getattr(self.domain, "undecided", None)
+        open_ = undecided(card.tool, args, self.facts) if callable(undecided) else None
+        if open_:  # the user's words leave a choice open (a tie): ask it, never let the model pick
+            about, options = open_
+            self.counters.blocked("undecided_parameter")
+            self.emit("tandem.guard", stage="mid", step=step, decision="clarify", violation="undecided_parameter",
+                      detail=about)
+            q = self.domain.texts.question(about, options=", ".join(options))
+            return Outcome(path="clarify", clarify_question=q, clarify_options=list(options))
         bad = ungrounded(args, self.domain.arg_kinds(card.tool), self.facts.candidates,
                          optional_empty=self.domain.optional_empty(card.tool))
         if bad:

@@ -101,7 +101,8 @@ def test_a_payment_method_the_user_did_not_state_is_asked_for():
 
 def test_an_available_variant_the_user_did_not_describe_is_not_offered():
     h, n, r = _exchange("3198296572")  # black: available, owned product, but not what the user described
-    assert not r.of("action_card") and h.meta["path"] == "clarify"
+    # the one variant the user's words describe (white) is the card's, whatever the model proposed
+    assert [c.params["new_item_ids"] for c in r.of("action_card")] == [["0931002516"]]
 
 
 def test_without_a_described_option_the_wanted_variant_is_asked_for():
@@ -217,3 +218,62 @@ def test_payment_methods_are_described_by_digits_kind_or_brand():
     assert described_payment_methods(METHODS, ["pay with gift_card_3"]) == ["gift_card_3"]
     assert described_payment_methods(METHODS, ["whatever is fine"]) == []
     assert names_payment(["the card ending in 12"]) and names_payment(["paypal"]) and not names_payment(["hello"])
+
+
+def _two_item_facts(text: str):
+    from pipelines.domain import TurnFacts
+
+    # an order item's id is the id of the variant it holds (as in tau2 retail)
+    state = {"authenticated_user_id": "u",
+             "items": {"held": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1"},
+                       "t_held": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1"},
+                       "c1": {"name": "Coffee Maker", "product_id": "pc", "order_id": "#W1"}},
+             "variants": {"pk": KEYS,
+                          "pt": {"t_held": {"options": {"color": "red", "size": "M", "material": "cotton"},
+                                            "available": True},
+                                 "t_blue_m": {"options": {"color": "blue", "size": "M", "material": "polyester"},
+                                              "available": True},
+                                 "t_blue_l": {"options": {"color": "blue", "size": "L", "material": "cotton"},
+                                              "available": True}}}}
+    return TurnFacts(session_id="s", user_text=text, user_texts=["I want to change items of order #W1"],
+                     state=state)
+
+
+def test_a_request_naming_two_items_is_one_card_for_both():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_item_facts("return the mechanical keyboard and the t-shirt")
+    args = {"order_id": "#W1", "item_ids": ["t_held"], "payment_method_id": "p"}
+    assert pack.arrange("return_delivered_order_items", args, facts)["item_ids"] == ["held", "t_held"]
+    other = {**args, "item_ids": ["c1"]}  # the model proposed an item the user did not name: left to the checks
+    assert pack.arrange("return_delivered_order_items", other, facts) == other
+
+
+def test_an_exchange_takes_every_named_item_whose_change_is_described_by_one_variant():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_item_facts("the mechanical keyboard but clicky, backlight none, and the t-shirt in blue size L")
+    args = {"order_id": "#W1", "item_ids": ["held"], "new_item_ids": ["clicky_none_full"], "payment_method_id": "p"}
+    out = pack.arrange("modify_pending_order_items", args, facts)
+    assert out["item_ids"] == ["held", "t_held"] and out["new_item_ids"] == ["clicky_none_full", "t_blue_l"]
+    assert pack.undecided("modify_pending_order_items", out, facts) is None
+
+
+def test_a_change_tied_between_variants_is_asked_not_guessed():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    # blue M polyester and blue L cotton: each names blue and keeps one option of the held red M cotton
+    facts = _two_item_facts("change the t-shirt to blue")
+    args = {"order_id": "#W1", "item_ids": ["t_held"], "new_item_ids": ["t_blue_l"], "payment_method_id": "p"}
+    out = pack.arrange("modify_pending_order_items", args, facts)
+    assert out == args  # no single variant: nothing filled
+    assert pack.undecided("modify_pending_order_items", out, facts) == ("new_item_choose",
+                                                                          ["blue / M / polyester", "blue / L / cotton"])
+    facts.user_text = "change the t-shirt to blue, size L"
+    assert pack.undecided("modify_pending_order_items", args, facts) is None
+    assert pack.undecided("return_delivered_order_items", {"item_ids": ["t_held"]}, facts) is None  # no variant to pick
+    assert pack.texts.question("new_item_choose", options="blue / M, blue / L") == \
+        "Which one would you like instead: blue / M, blue / L?"

@@ -249,3 +249,23 @@ def test_the_pack_arranges_a_cards_arguments_before_the_checks() -> None:
     assert seen == [("return_delivered_order_items", {"order_id": "#W1000002", "item_ids": [item],
                                                       "payment_method_id": "gift_card_1000002"})]
     assert not r.of("action_card")  # what the pack arranged is what is checked (an empty list is refused)
+
+
+def test_a_choice_the_users_words_leave_open_is_asked_with_its_options_not_shown_as_a_card() -> None:
+    h = TandemHarness()
+    seen = []
+    h.domain.undecided = lambda tool, args, facts: seen.append(tool) or ("new_item_choose", ["blue / M", "blue / L"])
+    h.turn(EMAIL, orch=[w1("greeting", "hello", "Let me find your account.")])
+    item = h.world.orders["#W1000002"].items[0].item_id
+    r = h.turn("I want to return the wireless earbuds from order #W1000002, refund to my gift card please.",
+               orch=[w1("return", "items", "Let me check that order."),
+                     j(decision="action", card_id="card.return_items",
+                       params={"order_id": "#W1000002", "item_ids": [item],
+                               "payment_method_id": "gift_card_1000002"})])
+    assert seen == ["return_delivered_order_items"]
+    assert not r.of("action_card")
+    [c] = r.of("clarify")
+    assert c.question == "Which one would you like instead: blue / M, blue / L?"
+    assert c.options == ["blue / M", "blue / L"]
+    guards = [f for k, f in h.sink.events if k == "tandem.guard" and f.get("violation") == "undecided_parameter"]
+    assert guards and guards[-1]["decision"] == "clarify"

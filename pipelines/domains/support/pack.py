@@ -144,16 +144,34 @@ def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
     return None
 
 
+def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
+    """The items of the order in question the user named by product name ("all the items": every one)."""
+    texts = [*facts.user_texts, facts.user_text]
+    scoped = _scoped_items(facts, state)
+    named = described_items(scoped, texts)
+    if not named and _ALL_ITEMS.search(" ".join(texts)) and _order_in_question(facts):
+        named = list(scoped)  # "all the items of the order"
+    return named
+
+
+def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
+    """The variants the user's words describe as the change of ``item`` (several: a tie; none: not said)."""
+    pid = state.items.get(item, {}).get("product_id")
+    variants = state.variants.get(str(pid)) if pid else None
+    return described_variants(variants, [item], [*facts.user_texts, facts.user_text]) if variants else []
+
+
+def _options_text(options: Mapping[str, Any]) -> str:
+    return " / ".join(str(v) for v in options.values())
+
+
 def _narrow(facts: TurnFacts, state: SupportState) -> None:
     """Items and wanted variants as the user described them: once the user names items of the order in
     question by their product name, only those items are candidates; a wanted variant is a candidate only
     when the user's words describe it (:func:`.candidates.described_variants`), never merely because it
     is available."""
     texts = [*facts.user_texts, facts.user_text]
-    scoped = _scoped_items(facts, state)
-    named = described_items(scoped, texts)
-    if not named and _ALL_ITEMS.search(" ".join(texts)) and _order_in_question(facts):
-        named = list(scoped)  # "all the items of the order"
+    named = _named_items(facts, state)
     if state.items:  # the items a change is about are the user's to say: never merely the order's
         facts.candidates.keep("item_id", named)
     held = named or [i for i in state.items if i in facts.candidates.of("item_id")]
@@ -429,12 +447,26 @@ class SupportPack:
         return policy_lines(tool)
 
     def arrange(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> dict[str, Any]:
-        """A card's arguments in the order the tool reads them: each wanted variant beside the item of its own
-        product (``item_ids[i]`` ↔ ``new_item_ids[i]``); left as proposed when the products do not pair up."""
+        """A card's arguments as the user's words determine them, in the order the tool reads them.
+
+        ``item_ids``: every item the user named (a request for two items is one card for both), when the
+        model proposed some of them. With ``new_item_ids`` as well: the named items whose change the user
+        described by exactly one variant, each beside that variant (``item_ids[i]`` ↔ ``new_item_ids[i]``);
+        a named item whose change is tied between variants is left to :meth:`undecided`. Otherwise each
+        proposed variant is put beside the item of its own product; left as proposed when they do not pair."""
         olds, news = args.get("item_ids"), args.get("new_item_ids")
-        if not (isinstance(olds, list) and isinstance(news, list) and len(olds) == len(news) > 1):
+        if not isinstance(olds, list):
             return args
         state = self.state_of(facts)
+        named = _named_items(facts, state)
+        if named and set(map(str, olds)) <= set(named):
+            if not isinstance(news, list):
+                return {**args, "item_ids": list(named)}
+            pairs = [(i, w[0]) for i in named if len(w := _wanted_of(facts, state, i)) == 1]
+            if pairs and {str(o) for o in olds} <= {i for i, _ in pairs}:
+                return {**args, "item_ids": [i for i, _ in pairs], "new_item_ids": [v for _, v in pairs]}
+        if not (isinstance(news, list) and len(olds) == len(news) > 1):
+            return args
         product_of = {vid: pid for pid, variants in state.variants.items() for vid in variants}
         wanted = {o: state.items.get(str(o), {}).get("product_id") for o in olds}
         pool, paired = list(news), []
@@ -445,6 +477,21 @@ class SupportPack:
             pool.remove(match)
             paired.append(match)
         return {**args, "new_item_ids": paired}
+
+    def undecided(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> tuple[str, list[str]] | None:
+        """A card's change the user's words leave open: an item of the card whose wanted variant is tied
+        between several the user described alike → ``("new_item_choose", <those variants in words>)``, asked
+        instead of letting the model pick one."""
+        if not isinstance(args.get("new_item_ids"), list) or not isinstance(args.get("item_ids"), list):
+            return None
+        state = self.state_of(facts)
+        for item in map(str, args["item_ids"]):
+            wanted = _wanted_of(facts, state, item)
+            if len(wanted) > 1:
+                pid = state.items.get(item, {}).get("product_id")
+                variants = state.variants.get(str(pid), {})
+                return "new_item_choose", [_options_text(variants[v].get("options") or {}) for v in wanted]
+        return None
 
     def entity_names(self, facts: TurnFacts) -> list[str]:
         c = facts.candidates
