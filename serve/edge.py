@@ -106,7 +106,8 @@ def grpc_fail(context: Any, exc: BaseException, *, where: str) -> None:
     context.set_details(msg)
     retry = retry_after_header(exc.retry_after_s if isinstance(exc, TandemError) else None)
     if retry and hasattr(context, "set_trailing_metadata"):
-        context.set_trailing_metadata((("retry-after", retry["Retry-After"]),))
+        # a list: Ray Serve's context prepends its request id with ``list + metadata`` (a tuple raised there)
+        context.set_trailing_metadata([("retry-after", retry["Retry-After"])])
 
 
 async def read_body(request: Any, max_bytes: int) -> bytes:

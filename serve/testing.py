@@ -114,7 +114,7 @@ class FakeGrpcContext:
         self._metadata = tuple((metadata or {}).items())
         self.code: Any = None
         self.details: str | None = None
-        self.trailing: tuple[tuple[str, str], ...] = ()
+        self.trailing: list[tuple[str, str]] | tuple[()] = ()
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self._metadata
@@ -126,7 +126,8 @@ class FakeGrpcContext:
         self.details = details
 
     def set_trailing_metadata(self, md: Iterable[tuple[str, str]]) -> None:
-        self.trailing = tuple(md)
+        # as Ray Serve's context does (``request-id metadata + md``): a list, or a TypeError
+        self.trailing = [] + md  # type: ignore[operator]
 
 
 class IngressHarness:

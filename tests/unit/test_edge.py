@@ -73,7 +73,44 @@ def test_grpc_fail_sets_code_details_and_retry_after(cls: type[TandemError]) -> 
     ctx = FakeGrpcContext()
     grpc_fail(ctx, cls("why"), where="t")
     assert ctx.code is getattr(grpc.StatusCode, cls.grpc_status) and ctx.details == "why"
-    assert ctx.trailing == ((("retry-after", "1"),) if cls.retry_after_s is not None else ())
+    assert ctx.trailing == ([("retry-after", "1")] if cls.retry_after_s is not None else ())
+
+
+class _ServicerContext:
+    """What Ray Serve's gRPC context reads from the servicer context it wraps (one request id set)."""
+
+    def auth_context(self):
+        return {}
+
+    def code(self):
+        return None
+
+    def details(self):
+        return None
+
+    def invocation_metadata(self):
+        return [("application", "tandem")]
+
+    def peer(self):
+        return "ipv4:127.0.0.1:1"
+
+    def peer_identities(self):
+        return None
+
+    def peer_identity_key(self):
+        return None
+
+    def trailing_metadata(self):
+        return [("request_id", "r-1")]
+
+
+def test_retry_after_reaches_ray_serves_own_grpc_context_beside_its_request_id() -> None:
+    from ray.serve.grpc_util import RayServegRPCContext
+
+    ctx = RayServegRPCContext(_ServicerContext())
+    grpc_fail(ctx, E.StoreUnavailable("Redis is down"), where="t")
+    assert ctx.code() is grpc.StatusCode.UNAVAILABLE and ctx.details() == "Redis is down"
+    assert ctx.trailing_metadata() == [("request_id", "r-1"), ("retry-after", "1")]
 
 
 def test_lone_surrogate_in_a_message_still_renders() -> None:

@@ -156,7 +156,7 @@ def _check(h: IngressHarness, out: dict[str, Any], cls: type[TandemError], retry
         assert evs[-1]["type"] == "done" and evs[-1]["status"] == "failed"
         assert [e.type for e in sevents][-2:] == ["error", "done"] and sevents[-2].code == cls.code
     assert out["turn"].code is grpc_code
-    assert out["turn"].trailing == ((("retry-after", "1"),) if retry is not None else ())
+    assert out["turn"].trailing == ([("retry-after", "1")] if retry is not None else ())
     assert sctx.code is grpc_code and serr is not None
     for sid in out["sids"].values():
         rows = stored_turns(h.tmp, sid)
