@@ -96,7 +96,17 @@ class SessionLocks:
     ``lease_ttl_s`` in all): a holder that dies with its replica or node stops
     renewing, and the session is free again after ``renew_ttl_s`` instead of a
     whole turn deadline.
+
+    A release the store cannot take (Redis down or restarting, its lease kept by
+    the AOF) is owed: retried in the background with a growing pause (at most
+    ``MAX_RELEASE_PAUSE_S``) until it is taken or the lease would have expired by
+    itself, so a session is free again moments after its store is back, not a
+    lease TTL later. At most ``MAX_OWED_RELEASES`` are owed at once; beyond that
+    a lease waits for its TTL.
     """
+
+    MAX_OWED_RELEASES = 1024
+    MAX_RELEASE_PAUSE_S = 1.0
 
     def __init__(
         self,
@@ -114,6 +124,7 @@ class SessionLocks:
         self.clock = clock
         self._locks: dict[str, asyncio.Lock] = {}
         self._users: dict[str, int] = {}
+        self._owed: set[asyncio.Task[None]] = set()
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         lock = self._locks.get(session_id)
@@ -186,11 +197,36 @@ class SessionLocks:
         if lease.renewer is not None:
             lease.renewer.cancel()
         try:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.shield(self.store.release_lease(lease.session_id, lease.holder))
+            except Exception:  # the store is down: the release is owed, never raised to the turn
+                self._owe(lease.session_id, lease.holder)
         finally:
             lease.lock.release()
             self._unuse(lease.session_id)
+
+    def owed(self) -> int:
+        """Releases the store has not taken yet (retried in the background)."""
+        return len(self._owed)
+
+    def _owe(self, session_id: str, holder: str) -> None:
+        if len(self._owed) >= self.MAX_OWED_RELEASES:
+            return  # bounded: this lease waits for its TTL
+        until = self.clock() + (self.renew_ttl_s or self.lease_ttl_s)  # the lease is gone by then anyway
+        task = asyncio.get_running_loop().create_task(self._pay(session_id, holder, until))
+        self._owed.add(task)
+        task.add_done_callback(self._owed.discard)
+
+    async def _pay(self, session_id: str, holder: str, until: float) -> None:
+        """Retry an owed release until the store takes it or the lease would have expired anyway."""
+        pause = max(self.poll_s, 0.01)
+        while self.clock() < until:
+            await asyncio.sleep(pause)
+            try:
+                await self.store.release_lease(session_id, holder)
+                return
+            except Exception:
+                pause = min(pause * 2, self.MAX_RELEASE_PAUSE_S)
 
 
 class _AppendOnly:

@@ -146,7 +146,8 @@ class Load:
     def _script(self, kind: str, order: tuple[str, str] | None) -> list[str]:
         if kind == "write" and order is not None:
             email, oid = order
-            return [f"Hi, my email is {email}", f"Please cancel order {oid}", "yes"]
+            # the reason in the user's words: a cancellation's reason is asked, never picked for them
+            return [f"Hi, my email is {email}", f"Please cancel order {oid}, I no longer need it.", "yes"]
         return ["Hi! What can you help me with?", "Where is my order?", "Thanks, that is all."]
 
     async def _worker(self, w: int) -> None:

@@ -158,6 +158,75 @@ def test_release_never_raises_and_frees_the_lock_when_the_store_fails():
     run(go())
 
 
+def test_a_release_the_store_could_not_take_is_retried_until_it_is_taken():
+    store = Leases()
+    locks = SessionLocks(store, lease_ttl_s=30, poll_s=0.001)
+
+    async def go():
+        lease = await locks.acquire("s", "t1", 1.0)
+        store.fail_release = True  # Redis down: the lease stays in the store
+        await locks.release(lease)
+        assert store.held == {"s": "t1"} and locks.owed() == 1
+        for _ in range(500):
+            if len(store.releases) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert locks.owed() == 1 and len(store.releases) >= 3  # still down: retried, still owed
+        store.fail_release = False  # Redis back
+        for _ in range(200):
+            if not locks.owed():
+                break
+            await asyncio.sleep(0.01)
+        assert store.held == {} and locks.owed() == 0
+        # the session is free again: another holder takes it at once
+        other = await locks.acquire("s", "t2", 0.0)
+        assert store.held == {"s": "t2"}
+        await locks.release(other)
+    run(go())
+
+
+def test_an_owed_release_stops_when_the_lease_would_have_expired_and_never_frees_another_holder():
+    store = Leases()
+    now = [0.0]
+    locks = SessionLocks(store, lease_ttl_s=30, poll_s=0.001, clock=lambda: now[0])
+
+    async def go():
+        lease = await locks.acquire("s", "t1", 1.0)
+        store.fail_release = True
+        await locks.release(lease)
+        now[0] = 30.0  # the lease's own TTL is over: nothing more is owed
+        for _ in range(200):
+            if not locks.owed():
+                break
+            await asyncio.sleep(0.01)
+        assert locks.owed() == 0
+        # a late release is compare-and-delete: a new holder's lease is never freed by the old one
+        store.fail_release, store.held = False, {"s": "t2"}
+        await store.release_lease("s", "t1")
+        assert store.held == {"s": "t2"}
+    run(go())
+
+
+def test_owed_releases_are_bounded():
+    store = Leases()
+    locks = SessionLocks(store, lease_ttl_s=30, poll_s=0.001)
+    locks.MAX_OWED_RELEASES = 2
+
+    async def go():
+        store.fail_release = True
+        for i in range(4):
+            lease = await locks.acquire(f"s{i}", "t", 1.0)
+            await locks.release(lease)
+        assert locks.owed() == 2
+        store.fail_release = False
+        for _ in range(200):
+            if not locks.owed():
+                break
+            await asyncio.sleep(0.01)
+        assert locks.owed() == 0 and set(store.held) == {"s2", "s3"}  # beyond the bound: left to their TTL
+    run(go())
+
+
 # -- the append-only adapter ---------------------------------------------------------------------
 
 
