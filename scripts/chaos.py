@@ -103,7 +103,7 @@ class Load:
     """``workers`` sessions at a time, each a scripted multi-turn session through a live CPU node's proxy."""
 
     def __init__(self, cluster: Any, *, workers: int, write_orders: list[tuple[str, str]], turn_timeout_s: float,
-                 seed: int = 0) -> None:
+                 seed: int = 0, write_every: int = 2) -> None:
         self.cluster = cluster
         self.workers = workers
         self.write_orders = list(write_orders)  # (email, order id), each used by one session at most
@@ -116,6 +116,7 @@ class Load:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
         self.n = 0
+        self.write_every = max(1, write_every)  # every n-th session ends in a write (while orders last)
 
     # endpoints: the live CPU nodes' proxies (a client behind a load balancer sees only live ones)
     def _endpoint(self) -> tuple[str, Any]:
@@ -155,7 +156,7 @@ class Load:
         while not self.stop.is_set():
             with self.lock:
                 self.n += 1
-                order = self.write_orders.pop(0) if self.n % 2 == 1 and self.write_orders else None
+                order = self.write_orders.pop(0) if self.n % self.write_every == 1 % self.write_every and self.write_orders else None
             kind = "write" if order else "chat"
             sid = f"chaos-{kind}-{uuid.uuid4().hex[:10]}"
             self.sessions[sid] = {"kind": kind, "order": order[1] if order else None, "protocol": protocol,
@@ -643,6 +644,23 @@ def audit_writes(cluster: Any, load: Load, orders_before: dict[str, str]) -> dic
             "ledger_entries": len(ledger)}
 
 
+def confirmed_by_window(rows: list[dict[str, Any]], attempts: list[Attempt], marks: list[Fault]) -> dict[str, int]:
+    """Confirmed writes by the window their confirming turn started in (``baseline`` or a fault's name)."""
+    out: dict[str, int] = {}
+    for row in rows:
+        if row["verdict"] != "ok":
+            continue
+        starts = [a.start for a in attempts if a.session_id == row["session"] and a.outcome == "ok"]
+        last = max(starts) if starts else None
+        window = "baseline"
+        for f in marks:
+            if last is not None and f.t <= last:
+                window = f.name
+        row["window"] = window
+        out[window] = out.get(window, 0) + 1
+    return out
+
+
 def print_table(report: dict[str, Any]) -> None:
     cols = ("fault", "in_flight", "turns", "failed", "untyped", "hangs", "recovery_s", "baseline_recovery_s")
     print("  ".join(f"{c:>12}" for c in cols))
@@ -717,6 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help=f"the bounded slice: {', '.join(QUICK)} + the write audit")
     p.add_argument("--workers", type=int, default=4, help="sessions running at once")
     p.add_argument("--writes", type=int, default=6, help="sessions that end in a confirmed write (at most)")
+    p.add_argument("--write-every", type=int, default=2,
+                   help="every n-th session is a write session (a larger n spreads the writes over the faults)")
     p.add_argument("--baseline-s", type=float, default=60.0)
     p.add_argument("--window-s", type=float, default=90.0, help="recovery window after each fault")
     p.add_argument("--turn-timeout-s", type=float, default=240.0, help="a turn longer than this is a hang")
@@ -776,7 +796,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.start(ready_timeout_s=ns.ready_timeout_s)
         report["ready_s"] = round(time.monotonic() - t_start, 1)
         print(f"cluster ready in {report['ready_s']} s: {sorted(cluster.endpoints)}", flush=True)
-        load = Load(cluster, workers=ns.workers, write_orders=candidates, turn_timeout_s=ns.turn_timeout_s)
+        load = Load(cluster, workers=ns.workers, write_orders=candidates, turn_timeout_s=ns.turn_timeout_s,
+                    write_every=ns.write_every)
         load.start()
         time.sleep(ns.baseline_s)
         base = [x for x in (_ttft(a) for a in list(load.attempts) if a.outcome == "ok") if x is not None]
@@ -801,6 +822,8 @@ def main(argv: list[str] | None = None) -> int:
             nxt = marks[i + 1].t if i + 1 < len(marks) else t_end
             report["faults"][f.name] = fault_row(f, load.attempts, nxt, baseline_ttft)
         report["writes"] = audit_writes(cluster, load, orders_before)
+        report["writes"]["confirmed_by_window"] = confirmed_by_window(report["writes"]["sessions"], load.attempts,
+                                                                      marks)
         ok = sum(1 for a in load.attempts if a.outcome == "ok")
         report["totals"] = {"attempts": len(load.attempts), "ok": ok,
                             "hangs": sum(1 for a in load.attempts if a.outcome == "hang"),

@@ -223,3 +223,17 @@ def test_recovery_after_a_downtime_counts_from_the_moment_the_store_came_back():
     assert row["detail"]["up_after_s"] == 5.0
     assert row["detail"]["recovery_after_up_s"] == 4.0   # 19.0 - 15.0: the first that started after it came back
     assert "up_at" not in row["detail"]
+
+
+def test_confirmed_writes_are_counted_by_the_window_their_last_good_turn_started_in():
+    import chaos
+
+    def att(sid, start, outcome="ok"):
+        return Attempt(sid, "write", 2, "http", "cpu-1", "k", start, end=start + 1, outcome=outcome)
+
+    rows = [{"session": "a", "verdict": "ok"}, {"session": "b", "verdict": "ok"}, {"session": "c", "verdict": "none"},
+            {"session": "d", "verdict": "ok"}]
+    attempts = [att("a", 5.0), att("b", 12.0), att("b", 25.0, "store_unavailable"), att("c", 30.0), att("d", 20.0)]
+    marks = [Fault("ingress_kill", 10.0), Fault("redis_restart", 20.0)]
+    assert chaos.confirmed_by_window(rows, attempts, marks) == {"baseline": 1, "ingress_kill": 1, "redis_restart": 1}
+    assert [r.get("window") for r in rows] == ["baseline", "ingress_kill", None, "redis_restart"]
