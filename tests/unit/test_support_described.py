@@ -49,7 +49,29 @@ def test_items_are_named_by_their_product_name_as_whole_words():
     items = {"1": {"name": "Mechanical Keyboard", "product_id": "p1"}, "2": {"name": "T-Shirt", "product_id": "p2"}}
     assert described_items(items, ["the mechanical keyboard please"]) == ["1"]
     assert described_items(items, ["my t-shirt and the Mechanical Keyboard"]) == ["1", "2"]
-    assert described_items(items, ["a keyboard"]) == []
+    assert described_items(items, ["a keyboard"]) == ["1"]  # its last word: the only keyboard of the items
+    assert described_items(items, ["a board"]) == []  # part of a word is no word
+
+
+def test_products_are_named_as_loosely_as_customers_write_them():
+    from pipelines.domains.support.candidates import names_product
+
+    for text in ("how many tshirt options", "my t shirts", "the T-SHIRT", "two t-shirts"):
+        assert names_product("T-Shirt", [text]), text
+    assert names_product("Headphones", ["the headphone"]) and names_product("Smart Watch", ["my smartwatch"])
+    assert names_product("Glasses", ["my glasses"]) and not names_product("Glasses", ["a glass"])
+    assert not names_product("T-Shirt", ["a shirt"])  # the whole name, unless its last word is asked for
+    assert names_product("Vacuum Cleaner", ["return the cleaner"], head=True)
+    assert not names_product("Yoga Mat", ["the mat"], head=True)  # a last word under four letters
+    assert not names_product("Backpack", ["the pack"], head=True)  # a one-word name has no last word apart
+
+
+def test_a_last_word_two_products_share_names_neither():
+    items = {"1": {"name": "Desk Lamp", "product_id": "a"}, "2": {"name": "Floor Lamp", "product_id": "b"},
+             "3": {"name": "Vacuum Cleaner", "product_id": "c"}, "4": {"name": "Desk Lamp", "product_id": "a"}}
+    assert described_items(items, ["return the lamp and the cleaner"]) == ["3"]
+    assert described_items(items, ["the desk lamp"]) == ["1", "4"]  # two of one product: both named
+    assert described_items(items, ["the floor lamps"]) == ["2"]
 
 
 def test_keep_narrows_one_kind_and_its_sources():
@@ -128,9 +150,12 @@ def test_the_items_of_a_change_are_those_the_user_named():
              "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1000001"},
                        "t1": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000001"},
                        "c1": {"name": "Coffee Maker", "product_id": "pc", "order_id": "#W1000001"}}}
+    facts = TurnFacts(session_id="s", user_text="the mechanical one is too loud", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == []  # no product named: which items is asked
     facts = TurnFacts(session_id="s", user_text="the keyboard is too loud", state=state)
     pack.restore(facts)
-    assert facts.candidates.of("item_id") == []  # "keyboard" alone names no product: which items is asked
+    assert facts.candidates.of("item_id") == ["k1"]  # the last word of the only product that ends in it
     facts = TurnFacts(session_id="s", user_text="return all the items of order #W1000001", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "t1", "c1"]  # all of the order, when the user says so
@@ -277,3 +302,31 @@ def test_a_change_tied_between_variants_is_asked_not_guessed():
     assert pack.undecided("return_delivered_order_items", {"item_ids": ["t_held"]}, facts) is None  # no variant to pick
     assert pack.texts.question("new_item_choose", options="blue / M, blue / L") == \
         "Which one would you like instead: blue / M, blue / L?"
+
+
+def test_a_question_about_a_product_of_the_store_reads_it_and_answers_with_its_count():
+    h = TandemHarness()
+    shirt = next(p for p in h.world.products.values() if p.name == "T-Shirt")
+    available = sum(1 for v in shirt.variants.values() if v.available)
+    n = len(h.sink.events)
+    r = h.turn("How many tshirt options do you have right now?", orch=[w1("product", "info", "Let me check.")],
+               gen=["Would you like to hear about any of them?"])
+    reads = [(p["tools"], p.get("then")) for p in _events(h, n, "tandem.phi")]
+    assert reads == [(["list_all_product_types"], None), (["get_product_details"], "respond")]
+    assert _events(h, n, "tandem.phi")[-1]["calls"] == [{"tool": "get_product_details",
+                                                          "args": {"product_id": shirt.product_id}}]
+    assert h.meta["path"] == "answer"
+    assert f"T-Shirt: {available} of its {len(shirt.variants)} options are available right now." in r.reply
+    # asked again: the catalogue is known, the product is read again for this turn's answer (and once)
+    m = len(h.sink.events)
+    r = h.turn("And how many t-shirt options again?", orch=[w1("product", "info", "Let me check.")],
+               gen=["Would you like to hear about any of them?"])
+    assert [p["tools"] for p in _events(h, m, "tandem.phi")] == [["get_product_details"]]
+    assert f"T-Shirt: {available} of its" in r.reply
+
+
+def test_a_product_the_store_does_not_have_reads_nothing_more():
+    h = TandemHarness()
+    n = len(h.sink.events)
+    h.turn("Do you sell surfboards?", orch=[w1("product", "info", "Let me check."), j(decision="respond")])
+    assert [p["tools"] for p in _events(h, n, "tandem.phi")] == [["list_all_product_types"]]

@@ -34,6 +34,7 @@ __all__ = [
     "slot_candidates",
     "record_candidates",
     "described_items",
+    "names_product",
     "described_variants",
     "described_payment_methods",
     "names_payment",
@@ -217,13 +218,57 @@ def variant_candidates(result: Mapping[str, Any] | None, owned_products: Iterabl
     return [vid for vid, v in variants.items() if isinstance(v, Mapping) and v.get("available")]
 
 
-def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
-    """The item ids (of the user's observed orders) whose product name the user's words name.
+def _name_pattern(tokens: list[str]) -> re.Pattern[str]:
+    """Whole words, in order, joined by a space, a hyphen or nothing ("t-shirt", "t shirt", "tshirt"); the last
+    word singular or plural ("headphone" / "headphones", "watch" / "watches")."""
+    *head, last = tokens
+    stem = last[:-1] if len(last) > 3 and last.endswith("s") and not last.endswith("ss") else last
+    parts = [re.escape(t) for t in head] + [re.escape(stem) + r"(?:e?s)?"]
+    return re.compile(r"(?<![\w])" + r"[\s\-]?".join(parts) + r"(?![\w])")
 
-    ``items``: item id → ``{"name", "product_id"}``. Empty when the user named none (then every item of
-    the order stays a candidate)."""
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[\s\-_/]+", normalize_value(name)) if t]
+
+
+def names_product(name: str, texts: Iterable[str], *, head: bool = False) -> bool:
+    """Whether the user's words name the product ``name``: its whole name as loosely as a customer writes it
+    (case, hyphens, spaces, a plural), or with ``head`` its last word alone ("the cleaner" for Vacuum Cleaner,
+    "my watch" for Smart Watch; a word of four letters or more, of a name of two words or more)."""
+    tokens = _tokens(name)
+    if not tokens:
+        return False
+    if head:
+        if len(tokens) < 2 or len(tokens[-1]) < 4:
+            return False
+        tokens = tokens[-1:]
+    rx = _name_pattern(tokens)
+    return any(rx.search(normalize_value(t)) for t in texts)
+
+
+def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
+    """The item ids (of the user's observed orders) whose product the user's words name.
+
+    ``items``: item id → ``{"name", "product_id"}``. A product is named by its whole name (loosely:
+    :func:`names_product`), or by its last word when no other product among ``items`` ends in that word
+    ("the lamp" names nothing when the order holds a desk lamp and a floor lamp). Empty when the user
+    named none (then every item of the order stays a candidate)."""
     texts = list(texts)
-    return [iid for iid, info in items.items() if info.get("name") and appears_in(str(info["name"]), texts)]
+    heads: dict[str, set[str]] = {}
+    for info in items.values():
+        toks = _tokens(str(info.get("name") or ""))
+        if toks:
+            heads.setdefault(toks[-1], set()).add(str(info.get("product_id") or info.get("name")))
+    out = []
+    for iid, info in items.items():
+        name = str(info.get("name") or "")
+        if not name:
+            continue
+        toks = _tokens(name)
+        unique_head = bool(toks) and len(heads.get(toks[-1], ())) == 1
+        if names_product(name, texts) or (unique_head and names_product(name, texts, head=True)):
+            out.append(iid)
+    return out
 
 
 def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],

@@ -36,6 +36,10 @@ def state_from_observation(tool: str, result: dict[str, Any] | None) -> dict[str
         out["user.payment_methods"] = sorted(result.get("payment_methods") or {})
     elif tool.startswith("find_user_id") and "user_id" in result:
         out["user_id"] = result["user_id"]
+    elif tool == "get_product_details" and "variants" in result and result.get("name"):
+        variants = [v for v in (result.get("variants") or {}).values() if isinstance(v, dict)]
+        out[f"product.{result['name']}.options_available"] = sum(1 for v in variants if v.get("available"))
+        out[f"product.{result['name']}.options_total"] = len(variants)
     return out
 
 

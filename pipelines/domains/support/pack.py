@@ -41,6 +41,7 @@ from .candidates import (
     described_variants,
     extract_user_candidates,
     names_payment,
+    names_product,
     record_candidates,
     slot_candidates,
     slot_schema,
@@ -99,6 +100,8 @@ class SupportState(BaseModel):
     payment_methods: dict[str, dict[str, str]] | None = Field(
         None, description="The verified user's payment methods as read: id → {source, brand, last_four} "
         "(None: not read yet).")
+    catalogue: dict[str, str] = Field(
+        default_factory=dict, description="The store's product types as read: product name → product id.")
     records: CandidateSet = Field(default_factory=CandidateSet)
     pending: PendingCard | None = None
 
@@ -163,6 +166,23 @@ def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
 
 def _options_text(options: Mapping[str, Any]) -> str:
     return " / ".join(str(v) for v in options.values())
+
+
+def _asked_product(facts: TurnFacts, state: SupportState) -> str | None:
+    """The store's product the newest user text names (whole name, loosely; or its last word when no other
+    product type ends in it): its details answer a question about what the store has (read once a turn)."""
+    heads: dict[str, int] = {}
+    for name in state.catalogue:
+        words = name.lower().replace("-", " ").split()
+        if words:
+            heads[words[-1]] = heads.get(words[-1], 0) + 1
+    for name, pid in state.catalogue.items():
+        words = name.lower().replace("-", " ").split()
+        unique_head = bool(words) and heads.get(words[-1]) == 1
+        if names_product(name, [facts.user_text]) or (unique_head and names_product(name, [facts.user_text],
+                                                                                   head=True)):
+            return pid
+    return None
 
 
 def _narrow(facts: TurnFacts, state: SupportState) -> None:
@@ -373,7 +393,7 @@ class SupportPack:
                 out.append(t["order_state"].format(order_id=key[6:-7], status=value))
         for src in contract.sources[:1]:
             out.append(f"{src.title}: {src.snippet.split('. ')[0].rstrip('.')}.")
-        return out
+        return out + self.lead_lines(facts, contract)
 
     def refusal_line(self, refusal: Mapping[str, Any], title: str, contract: ForwardContract) -> str:
         """"I can't <title> for order <id>: <why>." with the order's observed status."""
@@ -393,8 +413,16 @@ class SupportPack:
         return [o for o in out if o]
 
     def lead_lines(self, facts: TurnFacts, contract: Any) -> list[str]:
-        """None: a support answer is the generator's (its facts are order states and articles)."""
-        return []
+        """The count of a product's options read this turn ("how many t-shirt options do you have?"); otherwise
+        none: a support answer is the generator's (its facts are order states and articles)."""
+        t = self.texts.templates
+        out = []
+        for key, value in contract.user_state.items():
+            if key.startswith("product.") and key.endswith(".options_available"):
+                name = key[len("product."):-len(".options_available")]
+                total = contract.user_state.get(f"product.{name}.options_total")
+                out.append(_fmt(t["product_options"], name=name, available=value, total=total))
+        return [o for o in out if o]
 
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
         state = self.state_of(facts)
@@ -432,6 +460,8 @@ class SupportPack:
                 state.payment_methods = {
                     str(pid): {k: str(m.get(k, "")) for k in ("source", "brand", "last_four") if m.get(k)}
                     for pid, m in (result.get("payment_methods") or {}).items() if isinstance(m, Mapping)}
+            if tool == "list_all_product_types":
+                state.catalogue = {str(k): str(v) for k, v in (result.get("products") or {}).items()}
             if tool == "get_product_details":
                 found["new_item_id"] = variant_candidates(result, state.owned_products)
                 if found["new_item_id"]:
@@ -509,6 +539,9 @@ class SupportPack:
         product = _named_product(facts, state)
         if product:  # a named item's product: its variants answer a change of options
             out["product_id"] = product
+        asked = _asked_product(facts, state)
+        if asked:  # a product of the store the user asks about: its details answer the question
+            out["catalogue_product"] = asked
         if state.authenticated_user_id and state.payment_methods is None and names_payment(
                 [*facts.user_texts, facts.user_text]):
             out["payment_named"] = "yes"  # the user named a payment method: read theirs to know which

@@ -92,6 +92,7 @@ SUPPORT_TEXTS = DomainTexts(
         "greeting/thanks": "You're welcome! Is there anything else I can help with?",
         "greeting/bye": "Thanks for reaching out. Have a great day!",
         "action_card": "I can {phrase}. Please reply yes to confirm, or no to keep it as it is.",
+        "product_options": "{name}: {available} of its {total} options are available right now.",
         "executed": "Done.",
         "write_unknown": ("I couldn't confirm whether that change went through. Please reply yes again and "
                           "I'll check; it will never be made twice."),
