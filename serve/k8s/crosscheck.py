@@ -14,6 +14,11 @@
   equals its limit (an extended resource), ``num-gpus`` ≤ the pod's GPUs.
 * **the app's environment** — the variables the app reads (API keys, the Redis
   URL) are set on every worker group that can host the ingress.
+* **Redis survives its restart** (:func:`redis_durability`, any StatefulSet or
+  Deployment running a ``redis`` image) — AOF on (``--appendonly yes``) and its
+  data folder on a persistent volume claim: the session store keeps turns,
+  leases, idempotency keys and vaults there (``scripts/chaos.py``'s
+  ``redis_restart`` kills it with SIGKILL and checks what comes back).
 
 The checks read the documents defensively: a shape the schemas already reject
 is skipped here, not reported twice.
@@ -30,7 +35,7 @@ from serve.k8s.plan import cpu_deployments, custom_resources
 from serve.k8s.pods import parse_ray_resources_param
 from serve.k8s.serveconfig import ServeView
 
-__all__ = ["cross_check"]
+__all__ = ["cross_check", "redis_durability"]
 
 _GPU = "nvidia.com/gpu"
 
@@ -283,4 +288,45 @@ def cross_check(doc: Mapping[str, Any], view: ServeView | None) -> list[Issue]:
             _placement(i, cfg, head, workers, base, out)
             _app_env(i, cfg, workers, base, out)
             _world_volume(i, cfg, workers, base, out)
+    return out
+
+
+def _flag(args: list[Any], name: str) -> str | None:
+    """The value of ``--name value`` among a container's args (the last one given), else None."""
+    words = [str(a) for a in args]
+    value = None
+    for i, w in enumerate(words):
+        if w == name and i + 1 < len(words):
+            value = words[i + 1]
+        elif w.startswith(name + "="):
+            value = w.split("=", 1)[1]
+    return value
+
+
+def redis_durability(doc: Mapping[str, Any]) -> list[Issue]:
+    """A Redis that restarts must come back with what it had (see the module docstring)."""
+    if doc.get("kind") not in ("StatefulSet", "Deployment"):
+        return []
+    spec = _dict(doc.get("spec"))
+    pod = _dict(_dict(spec.get("template")).get("spec"))
+    claims = {str(_dict(t.get("metadata")).get("name")) for t in _list(spec.get("volumeClaimTemplates"))}
+    claims |= {str(v.get("name")) for v in _list(pod.get("volumes"))
+               if isinstance(v, Mapping) and "persistentVolumeClaim" in v}
+    out: list[Issue] = []
+    for k, c in enumerate(_list(pod.get("containers"))):
+        if not isinstance(c, Mapping) or not str(c.get("image") or "").split("/")[-1].startswith("redis"):
+            continue
+        where: JsonPath = ("spec", "template", "spec", "containers", k)
+        args = [*_list(c.get("command")), *_list(c.get("args"))]
+        if str(_flag(args, "--appendonly") or "no").lower() != "yes":
+            out.append(Issue((*where, "args"), "Redis runs without AOF: a restart loses the sessions' turns, leases, "
+                             "idempotency keys and vaults", "cross", suggestion="add --appendonly yes "
+                             "(and --appendfsync everysec)"))
+        data = _flag(args, "--dir") or "/data"
+        mounts = [m for m in _list(c.get("volumeMounts")) if isinstance(m, Mapping)
+                  and (data == str(m.get("mountPath")).rstrip("/") or data.startswith(str(m.get("mountPath")).rstrip("/") + "/"))]
+        if not any(str(m.get("name")) in claims for m in mounts):
+            out.append(Issue((*where, "volumeMounts"), f"Redis keeps its AOF in {data}, which is on no persistent "
+                             "volume claim: a restarted pod comes back empty", "cross",
+                             suggestion=f"mount a PersistentVolumeClaim (or a volumeClaimTemplate) at {data}"))
     return out

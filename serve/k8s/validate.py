@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from pipelines.errors import ConfigError
-from serve.k8s.crosscheck import cross_check
+from serve.k8s.crosscheck import cross_check, redis_durability
 from serve.k8s.issues import Issue, JsonPath
 from serve.k8s.kustomize import build, find_kustomization
 from serve.k8s.schemas import core_issues, crd_issues, crd_served_versions
@@ -192,7 +192,7 @@ def _document(doc: Any, crd_dir: Path, k8s_version: str | None) -> list[Issue]:
     if issues is None:
         return [Issue((), f"no schema for {doc['apiVersion']} {doc['kind']}: not checked", "core",
                       severity="warning")]
-    return issues
+    return issues + redis_durability(doc)
 
 
 def _dedupe(issues: list[Issue]) -> list[Issue]:

@@ -204,3 +204,60 @@ def test_the_world_store_lies_on_a_claimed_volume_where_the_tools_run(rs: dict[s
     assert "is on no persistent volume of group 'cpu'" in line
     serve(rs, lambda a: a["domain"].update(name="coach"))
     assert cross(rs) == []  # a pack whose world is generated, not stored, needs no volume
+
+
+REDIS = ROOT / "k8s" / "base" / "redis.yaml"
+
+
+@pytest.fixture
+def redis() -> dict[str, Any]:
+    [doc] = [d for d in yaml.safe_load_all(REDIS.read_text()) if d and d["kind"] == "StatefulSet"]
+    return doc
+
+
+def durability(doc: dict[str, Any]) -> list[str]:
+    from serve.k8s.crosscheck import redis_durability
+
+    return [f"{json_path(i.path)}: {i.message.split(':')[0]}" for i in redis_durability(doc)]
+
+
+def test_the_base_redis_survives_its_restart(redis: dict[str, Any]) -> None:
+    assert durability(redis) == []
+
+
+def test_redis_without_aof_or_without_a_claimed_data_folder_is_refused(redis: dict[str, Any]) -> None:
+    c = container(redis["spec"])
+    args = c["args"]
+    c["args"] = [a for a in args if a not in ("--appendonly", "yes")]
+    assert durability(redis) == ["spec.template.spec.containers[0].args: Redis runs without AOF"]
+    c["args"] = ["--appendonly=no", *args]  # the last one given wins: still on
+    assert durability(redis) == []
+    c["args"] = [*args, "--appendonly", "no"]
+    assert durability(redis) == ["spec.template.spec.containers[0].args: Redis runs without AOF"]
+    c["args"] = args
+    c["args"] = [*args, "--dir", "/var/redis"]  # the AOF moved off the claimed /data
+    assert durability(redis) == ["spec.template.spec.containers[0].volumeMounts: Redis keeps its AOF in /var/redis, "
+                                 "which is on no persistent volume claim"]
+    c["args"] = [*args, "--dir", "/data/aof"]  # under the claimed mount: fine
+    assert durability(redis) == []
+    c["args"] = args
+    redis["spec"].pop("volumeClaimTemplates")  # /data mounted, but from no claim
+    redis["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    assert durability(redis) == ["spec.template.spec.containers[0].volumeMounts: Redis keeps its AOF in /data, "
+                                 "which is on no persistent volume claim"]
+    redis["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "r"}}]
+    assert durability(redis) == []
+    redis["kind"] = "Service"
+    assert durability(redis) == []  # only workloads run Redis
+
+
+def test_validate_reports_a_redis_without_aof(tmp_path: Path) -> None:
+    from serve.k8s.validate import validate_paths
+
+    docs = [d for d in yaml.safe_load_all(REDIS.read_text()) if d]
+    ss = next(d for d in docs if d["kind"] == "StatefulSet")
+    ss["spec"]["template"]["spec"]["containers"][0]["args"] = []
+    f = tmp_path / "redis.yaml"
+    f.write_text(yaml.safe_dump_all(docs))
+    report = validate_paths([str(f)])
+    assert [i.message.split(":")[0] for i in report.errors] == ["Redis runs without AOF"]
