@@ -330,3 +330,63 @@ def test_a_product_the_store_does_not_have_reads_nothing_more():
     n = len(h.sink.events)
     h.turn("Do you sell surfboards?", orch=[w1("product", "info", "Let me check."), j(decision="respond")])
     assert [p["tools"] for p in _events(h, n, "tandem.phi")] == [["list_all_product_types"]]
+
+
+BOTTLES = {
+    "b500": {"options": {"capacity": "500ml", "material": "glass", "color": "blue"}, "available": True, "price": 20.0},
+    "b750": {"options": {"capacity": "750ml", "material": "glass", "color": "blue"}, "available": True, "price": 24.0},
+    "b1l": {"options": {"capacity": "1L", "material": "glass", "color": "blue"}, "available": True, "price": 30.0},
+    "b1000_steel": {"options": {"capacity": "1000ml", "material": "steel", "color": "blue"}, "available": True,
+                    "price": 18.0},
+    "b250": {"options": {"capacity": "250ml", "material": "glass", "color": "blue"}, "available": True, "price": 15.0},
+    "b2l_gone": {"options": {"capacity": "2 liters", "material": "glass", "color": "blue"}, "available": False,
+                 "price": 40.0},
+}
+
+
+def test_option_values_are_ranked_on_their_scale_with_units_folded():
+    from pipelines.domains.support.candidates import option_rank
+
+    assert option_rank("1.5 liters") == (-1, 1500.0) and option_rank("1L") == (-1, 1000.0)
+    assert option_rank("1TB SSD") == (-1, 1024.0) and option_rank("256GB") == (-1, 256.0)
+    assert option_rank("17-inch") == (-1, 17.0) and option_rank("60W equivalent") == (-1, 60.0)
+    assert option_rank("XL")[1] > option_rank("L")[1] and option_rank("S")[0] == option_rank("XXL")[0]
+    assert option_rank("high") == (2, 2.0) and option_rank("low") == (2, 0.0)
+    assert option_rank("blue") is None and option_rank("") is None
+
+
+def test_two_values_are_compared_on_the_scale_they_share():
+    from pipelines.domains.support.candidates import rank_step
+
+    assert rank_step("medium", "high") == 1.0 and rank_step("medium", "large") == 1.0  # levels; sizes
+    assert rank_step("M", "S") == -1.0 and rank_step("500ml", "1.5 liters") == 1000.0
+    assert rank_step("medium", "XL") is None and rank_step("blue", "red") is None
+    assert rank_step("high", "60W equivalent") is None  # a level and a number: no order between them
+
+
+def test_a_bigger_one_is_every_larger_capacity_kept_alike_and_never_a_smaller_one():
+    # 750ml, 1L and 1000ml steel are larger than 500ml; the glass ones keep two options, steel one: ask which
+    assert described_variants(BOTTLES, ["b500"], ["I want a bigger water bottle"]) == ["b750", "b1l"]
+    assert described_variants(BOTTLES, ["b500"], ["a smaller one please"]) == ["b250"]
+    assert described_variants(BOTTLES, ["b1l"], ["bigger"]) == []  # 2 liters is not available
+    assert described_variants(BOTTLES, ["b500"], ["a bigger one in steel"]) == ["b1000_steel"]
+    assert described_variants(BOTTLES, ["b500"], ["the 250ml one but bigger"]) == ["b750", "b1l"]  # never smaller
+
+
+def test_the_cheapest_one_is_the_lowest_price_and_cheaper_is_any_lower():
+    assert described_variants(BOTTLES, ["b750"], ["the cheapest version"]) == ["b250"]
+    assert described_variants(BOTTLES, ["b750"], ["something cheaper, same material"]) == ["b500", "b250"]
+    assert described_variants(BOTTLES, ["b250"], ["the cheapest one"]) == []  # it is the cheapest already
+    no_price = {k: {kk: vv for kk, vv in v.items() if kk != "price"} for k, v in BOTTLES.items()}
+    assert described_variants(no_price, ["b750"], ["the cheapest version"]) == []  # no price known: nothing said
+
+
+def test_a_comparative_about_an_option_the_product_lacks_changes_nothing():
+    lamps = {"l_med": {"options": {"brightness": "medium", "color": "white"}, "available": True},
+             "l_high": {"options": {"brightness": "high", "color": "white"}, "available": True},
+             "l_low": {"options": {"brightness": "low", "color": "white"}, "available": True},
+             "l_low_black": {"options": {"brightness": "low", "color": "black"}, "available": True}}
+    assert described_variants(lamps, ["l_med"], ["a brighter lamp"]) == ["l_high"]
+    assert described_variants(lamps, ["l_med"], ["a less bright one"]) == ["l_low"]
+    assert described_variants(lamps, ["l_med"], ["a bigger lamp"]) == []  # no size-like option: nothing described
+    assert described_variants(lamps, ["l_med"], ["a dimmer one in black"]) == ["l_low_black"]

@@ -36,6 +36,10 @@ __all__ = [
     "described_items",
     "names_product",
     "described_variants",
+    "option_rank",
+    "rank_step",
+    "comparatives",
+    "price_wanted",
     "described_payment_methods",
     "names_payment",
     "variant_candidates",
@@ -271,30 +275,132 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
     return out
 
 
+#: Ordered option values: a value's place on its scale ranks it against another of the same scale.
+_SCALES: tuple[tuple[str, ...], ...] = (
+    ("xxs", "xs", "s", "m", "l", "xl", "xxl", "xxxl"),
+    ("small", "medium", "large", "extra large"),
+    ("low", "medium", "high"),
+    ("basic", "standard", "professional"),
+    ("beginner", "intermediate", "expert"),
+)
+#: Units folded into one measure before numbers are compared (litres in millilitres, terabytes in gigabytes).
+_UNITS = {"l": 1000.0, "liter": 1000.0, "liters": 1000.0, "litre": 1000.0, "litres": 1000.0, "tb": 1024.0}
+#: Size-like options, in the order a comparative applies to the first one a product has.
+_SIZE = ("size", "capacity", "storage", "screen size", "room size", "length", "height")
+#: A comparative in the user's words → the options it is about and the direction it wants.
+COMPARATIVES: tuple[tuple[re.Pattern[str], tuple[str, ...], int], ...] = (
+    (re.compile(r"\b(bigger|larger|a size up|one size up|more (space|room|capacity|storage))\b", re.I), _SIZE, 1),
+    (re.compile(r"\b(smaller|a size down|one size down|more compact)\b", re.I), _SIZE, -1),
+    (re.compile(r"\b(less bright|not as bright|dimmer)\b", re.I), ("brightness",), -1),
+    (re.compile(r"\b(brighter|more bright)\b", re.I), ("brightness",), 1),
+    (re.compile(r"\blonger\b", re.I), ("length", "battery life"), 1),
+    (re.compile(r"\bshorter\b", re.I), ("length", "battery life"), -1),
+)
+#: Price in the user's words: (pattern, direction, superlative — the extreme price, not merely a lower one).
+PRICE_WORDS: tuple[tuple[re.Pattern[str], int, bool], ...] = (
+    (re.compile(r"\b(cheapest|least expensive|lowest price)\b", re.I), -1, True),
+    (re.compile(r"\b(cheaper|less expensive|lower price)\b", re.I), -1, False),
+    (re.compile(r"\b(most expensive|priciest)\b", re.I), 1, True),
+    (re.compile(r"\b(more expensive|pricier)\b", re.I), 1, False),
+)
+
+
+def option_rank(value: Any) -> tuple[int, float] | None:
+    """``(scale, place)`` of an option value that has an order: a named scale (sizes, levels) or a number with its
+    unit folded ("1.5 liters" = 1500, "1TB" = 1024); None for a value without one (a colour)."""
+    v = normalize_value(value)
+    for i, scale in enumerate(_SCALES):
+        if v in scale:
+            return i, float(scale.index(v))
+    m = re.match(r"^(\d+(?:\.\d+)?)\s*-?\s*([a-z]*)", v)
+    if m:
+        return -1, float(m.group(1)) * _UNITS.get(m.group(2), 1.0)
+    return None
+
+
+def rank_step(held: Any, other: Any) -> float | None:
+    """How far ``other`` lies above (> 0) or below (< 0) ``held`` on the one scale both belong to ("medium" is on
+    the sizes' and the levels' scales: "high" puts it on the levels'), or by their numbers; None: no order."""
+    a, b = normalize_value(held), normalize_value(other)
+    for scale in _SCALES:
+        if a in scale and b in scale:
+            return float(scale.index(b) - scale.index(a))
+    ra, rb = option_rank(a), option_rank(b)
+    if ra is None or rb is None or ra[0] != -1 or rb[0] != -1:
+        return None
+    return rb[1] - ra[1]
+
+
+def comparatives(texts: Iterable[str]) -> list[tuple[tuple[str, ...], int]]:
+    """The comparatives the user's words use: (the options they are about, direction)."""
+    joined = " ".join(texts)
+    return [(opts, d) for rx, opts, d in COMPARATIVES if rx.search(joined)]
+
+
+def price_wanted(texts: Iterable[str]) -> tuple[int, bool] | None:
+    """(direction, superlative) of a price the user's words ask for ("the cheapest one"), else None."""
+    joined = " ".join(texts)
+    return next(((d, top) for rx, d, top in PRICE_WORDS if rx.search(joined)), None)
+
+
+def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tuple[tuple[str, ...], int]],
+           price: tuple[int, bool] | None) -> int | None:
+    """How many of the user's comparatives ``variant`` satisfies against the held one; None when it goes against
+    one (a smaller bottle for "bigger"; the same price for "cheaper")."""
+    h_opts = {normalize_value(k): x for k, x in (held.get("options") or {}).items()}
+    v_opts = {normalize_value(k): x for k, x in (variant.get("options") or {}).items()}
+    moved = 0
+    for names, d in comps:
+        key = next((k for k in names if k in h_opts and k in v_opts), None)
+        step = rank_step(h_opts[key], v_opts[key]) if key else None
+        if step is None:
+            continue  # the comparative is about no ordered option of this product
+        if step * d <= 0:
+            return None
+        moved += 1
+    if price is not None and isinstance(held.get("price"), (int, float)) and isinstance(variant.get("price"),
+                                                                                        (int, float)):
+        if (float(variant["price"]) - float(held["price"])) * price[0] <= 0:
+            return None
+        moved += 1
+    return moved
+
+
 def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],
                        texts: Iterable[str]) -> list[str]:
     """The available variants the user's words describe, as a change of ``current`` (the variant ids held now).
 
     A variant qualifies when it is available, is not held now, and the user named at least one of its
-    option values that the held item does not have (the change asked for). The qualifying variants
-    are ranked by how many of their option values the user named, then by how many option values they
-    keep of the held item ("the same one but clicky"); every variant tied at the top is returned (one:
-    the change is determined; several: the user is asked which; none: nothing described yet)."""
+    option values that the held item does not have, or it satisfies a comparative the user used against
+    the held one ("a bigger one": a larger capacity or size; "less bright"; "the cheapest one") — a
+    variant that goes against a comparative never qualifies. The qualifying variants are ranked by how
+    many option values the user named plus comparatives satisfied, then by how many option values they
+    keep of the held item ("the same one but clicky"); a superlative price keeps only the extreme price
+    among them. Every variant tied at the top is returned (one: the change is determined; several: the
+    user is asked which; none: nothing described yet)."""
     texts, held = list(texts), [c for c in current if c in variants]
     kept_values = {normalize_value(v) for c in held for v in (variants[c].get("options") or {}).values()}
+    comps, price = (comparatives(texts), price_wanted(texts)) if len(held) == 1 else ([], None)
     scored: list[tuple[tuple[int, int], str]] = []
     for vid, v in variants.items():
         if not isinstance(v, Mapping) or not v.get("available") or vid in held:
             continue
         values = [str(x) for x in (v.get("options") or {}).values()]
         named = [x for x in values if appears_in(x, texts)]
-        if not any(normalize_value(x) not in kept_values for x in named):
+        moved = _moves(variants[held[0]], v, comps, price) if held else 0
+        if moved is None:
+            continue  # against what the user asked ("bigger", "cheaper")
+        if not moved and not any(normalize_value(x) not in kept_values for x in named):
             continue
-        scored.append(((len(named), sum(normalize_value(x) in kept_values for x in values)), vid))
+        scored.append(((len(named) + moved, sum(normalize_value(x) in kept_values for x in values)), vid))
     if not scored:
         return []
     best = max(score for score, _ in scored)
-    return [vid for score, vid in scored if score == best]
+    top = [vid for score, vid in scored if score == best]
+    if price is not None and price[1] and all(isinstance(variants[t].get("price"), (int, float)) for t in top):
+        extreme = (min if price[0] < 0 else max)(float(variants[t]["price"]) for t in top)
+        top = [t for t in top if float(variants[t]["price"]) == extreme]  # "the cheapest": one price, not any lower
+    return top
 
 
 #: Words that name a kind of payment method (``source``) in a customer's words.

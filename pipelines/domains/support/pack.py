@@ -466,7 +466,8 @@ class SupportPack:
                 found["new_item_id"] = variant_candidates(result, state.owned_products)
                 if found["new_item_id"]:
                     state.variants[str(result.get("product_id"))] = {
-                        str(vid): {"options": dict(v.get("options") or {}), "available": bool(v.get("available"))}
+                        str(vid): {"options": dict(v.get("options") or {}), "available": bool(v.get("available")),
+                                   **({"price": v["price"]} if isinstance(v.get("price"), (int, float)) else {})}
                         for vid, v in (result.get("variants") or {}).items() if isinstance(v, Mapping)}
             state.records.add_all(found, "record")
             facts.candidates.add_all(found, "record")
