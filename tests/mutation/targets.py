@@ -125,6 +125,7 @@ _GROUNDING_TESTS = (
     "tests/unit/test_write_ledger.py",
     "tests/unit/test_dr_pipeline.py",
     "tests/unit/test_fixed_grounding_more.py",
+    "tests/unit/test_support_described.py",  # items, variants (comparatives) and payment methods in words
 )
 
 # Tenancy and the session's one holder: owners, leases, the one read a turn starts with.
