@@ -13,7 +13,7 @@ from __future__ import annotations
 from pipelines.core.contract import EligibleAction, ForwardContract, ObservationRecord, PendingCard
 from pipelines.core.domain import CardSpec, Domain, DomainTexts, TurnFacts
 from pipelines.core.http_backend import HttpBackend, RemoteWorld, reason_of
-from pipelines.core.packbase import PackBase, read_tables
+from pipelines.core.packbase import PackBase, read_state, read_tables
 from pipelines.core.ports import LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
 from pipelines.core.runner import (
     CallOutcome,
@@ -29,6 +29,7 @@ from pipelines.tools import ToolContext, ToolObservation, ToolRegistry, ToolSpec
 __all__ = [
     "Domain",
     "PackBase",
+    "read_state",
     "read_tables",
     "DomainTexts",
     "CardSpec",

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel
 
 from pipelines.errors import ConfigError
 from pipelines.gate import SentenceJudge
@@ -25,7 +26,7 @@ from .contract import EligibleAction, ForwardContract
 from .domain import CardSpec, DomainTexts, TurnFacts
 from .ports import ToolRunner
 
-__all__ = ["PackBase", "read_tables"]
+__all__ = ["PackBase", "read_tables", "read_state"]
 
 TABLES = ("phi", "psi", "tiers", "w3")
 
@@ -44,6 +45,19 @@ def read_tables(directory: Path, name: str) -> dict[str, Any]:
     parts += [data["w3"][b]["version"] for b in sorted(data["w3"])]
     data["version"] = f"{name}:" + "+".join(parts)
     return data
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_state(model: type[M], state: Mapping[str, Any] | None) -> M:
+    """A session's stored pack state as this version's ``model``. Keys a newer version of the pack added are
+    dropped: during a rolling upgrade old and new replicas serve turns of the same session, and a state an
+    upgraded replica wrote must not fail the next turn on one not upgraded yet (it is read without them and
+    written back without them). A known key with a bad value still fails."""
+    if not state:
+        return model()
+    return model.model_validate({k: v for k, v in state.items() if k in model.model_fields})
 
 
 class PackBase:

@@ -27,6 +27,7 @@ from pipelines.domain import (
     PendingCard,
     ToolContext,
     TurnFacts,
+    read_state,
 )
 from pipelines.grounding import ungrounded as ungrounded_args
 
@@ -196,7 +197,7 @@ class AirlinePack(PackBase):
 
     @staticmethod
     def state_of(facts: TurnFacts) -> AirlineState:
-        return AirlineState.model_validate(facts.state) if facts.state else AirlineState()
+        return read_state(AirlineState, facts.state)
 
     # -- gating ----------------------------------------------------------------------------------
     def read_tools(self, facts: TurnFacts) -> list[str]:

@@ -25,6 +25,7 @@ from pipelines.domain import (
     LocalToolRunner,
     PendingCard,
     TurnFacts,
+    read_state,
     read_tables,
 )
 from pipelines.errors import TandemError
@@ -324,7 +325,7 @@ class SupportPack:
 
     @staticmethod
     def state_of(facts: TurnFacts) -> SupportState:
-        return SupportState.model_validate(facts.state) if facts.state else SupportState()
+        return read_state(SupportState, facts.state)
 
     def read_tools(self, facts: TurnFacts) -> list[str]:
         return self.reads(verified=self.state_of(facts).authenticated_user_id is not None)
