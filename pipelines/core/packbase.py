@@ -80,6 +80,8 @@ class PackBase:
     card_intents: Mapping[str, Sequence[str]] = {}  # card id → the intents that may offer it
     # true when intent_prior reads change requests: a card is then offered only once a user text asks for one
     change_cues: bool = False
+    # clarify kinds of Φ (``then: clarify:<kind>``) after which the interrupted question goes on (an identity check)
+    carried_clarifies: frozenset[str] = frozenset()
     _registry: ToolRegistry[Any]
 
     @property

@@ -64,9 +64,11 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
     """The change request a clarify of the last turn was asked for: ``(intent, sub_intent)`` or ``None``.
 
     A clarify (who are you? which order? which address?) interrupts a request; the user's answer
-    carries no request of its own, so the request goes on after it. Only an intent that offers one
-    of the pack's write cards is carried (a question about a greeting or a policy carries nothing); turns
-    that fell back in between are skipped.
+    carries no request of its own, so the request goes on after it. An intent that offers one of the
+    pack's write cards is carried, and so is any question the pack's Φ interrupted with a clarify the pack
+    lists in ``carried_clarifies`` (the support pack's identity check: "how many t-shirt options?" is
+    answered once the user is verified); other questions carry nothing. Turns that fell back in between
+    are skipped.
     """
     m = None
     for turn in reversed(history):  # a turn that fell back answered nothing: the request is still open
@@ -77,7 +79,11 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
         return None
     c1 = m.get("c1") or {}
     intent, sub = c1.get("intent"), c1.get("sub_intent")
-    if intent not in domain.change_intents() or intent not in domain.labels:
+    phi = m.get("phi") or {}
+    then = str(phi.get("then") or "")
+    by_policy = (then.startswith("clarify:") and not phi.get("tools")
+                 and then.split(":", 1)[1] in getattr(domain, "carried_clarifies", ()))
+    if (intent not in domain.change_intents() and not by_policy) or intent not in domain.labels:
         return None
     return str(intent), str(sub) if sub in domain.labels[intent] else str(domain.labels[intent][0])
 

@@ -286,7 +286,7 @@ def test_an_exchange_takes_every_named_item_whose_change_is_described_by_one_var
     assert pack.undecided("modify_pending_order_items", out, facts) is None
 
 
-def test_a_change_tied_between_variants_is_asked_not_guessed():
+def test_a_change_tied_between_variants_is_asked_once_not_guessed():
     from pipelines.domains import load_domain
 
     pack = load_domain("support")
@@ -294,25 +294,63 @@ def test_a_change_tied_between_variants_is_asked_not_guessed():
     facts = _two_item_facts("change the t-shirt to blue")
     args = {"order_id": "#W1", "item_ids": ["t_held"], "new_item_ids": ["t_blue_l"], "payment_method_id": "p"}
     out = pack.arrange("modify_pending_order_items", args, facts)
-    assert out == args  # no single variant: nothing filled
+    assert out["item_ids"] == ["t_held"]  # kept on the card until it is asked about
     assert pack.undecided("modify_pending_order_items", out, facts) == ("new_item_choose",
                                                                           ["blue / M / polyester", "blue / L / cotton"])
+    assert facts.state["asked"] == ["t_held"]
+    assert pack.undecided("modify_pending_order_items", out, facts) is None  # asked once: never twice
+    # the answer decides it
     facts.user_text = "change the t-shirt to blue, size L"
-    assert pack.undecided("modify_pending_order_items", args, facts) is None
+    assert pack.arrange("modify_pending_order_items", args, facts)["new_item_ids"] == ["t_blue_l"]
     assert pack.undecided("return_delivered_order_items", {"item_ids": ["t_held"]}, facts) is None  # no variant to pick
     assert pack.texts.question("new_item_choose", options="blue / M, blue / L") == \
         "Which one would you like instead: blue / M, blue / L?"
 
 
-def test_a_question_about_a_product_of_the_store_reads_it_and_answers_with_its_count():
+def test_an_item_still_open_after_it_was_asked_is_left_off_a_card_that_has_a_decided_one():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_item_facts("exchange the t-shirt for a blue one and the mechanical keyboard but clicky, backlight "
+                            "none")
+    args = {"order_id": "#W1", "item_ids": ["held"], "new_item_ids": ["clicky_none_full"], "payment_method_id": "p"}
+    out = pack.arrange("exchange_delivered_order_items", args, facts)
+    assert out["item_ids"] == ["held", "t_held"]
+    assert pack.undecided("exchange_delivered_order_items", out, facts)[0] == "new_item_choose"  # the t-shirt
+    facts.user_texts.append(facts.user_text)
+    facts.user_text = "just do it"  # the answer decides nothing
+    out = pack.arrange("exchange_delivered_order_items", args, facts)
+    assert out["item_ids"] == ["held"] and out["new_item_ids"] == ["clicky_none_full"]
+    assert pack.undecided("exchange_delivered_order_items", out, facts) is None
+
+
+def test_a_named_item_whose_change_is_not_described_is_asked_about_by_name_once():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_item_facts("exchange the t-shirt and the mechanical keyboard; the keyboard clicky, backlight none")
+    args = {"order_id": "#W1", "item_ids": ["held"], "new_item_ids": ["clicky_none_full"], "payment_method_id": "p"}
+    out = pack.arrange("exchange_delivered_order_items", args, facts)
+    assert out["item_ids"] == ["held"]  # the t-shirt's change is not described: not on the card
+    assert pack.undecided("exchange_delivered_order_items", out, facts) == ("new_item_for", ["T-Shirt"])
+    assert pack.texts.question("new_item_for", options="T-Shirt") == "Which option of the T-Shirt would you like instead?"
+    assert pack.undecided("exchange_delivered_order_items", out, facts) is None
+
+
+def test_a_question_about_a_product_of_the_store_is_answered_with_its_count_once_the_user_is_verified():
     h = TandemHarness()
     shirt = next(p for p in h.world.products.values() if p.name == "T-Shirt")
     available = sum(1 for v in shirt.variants.values() if v.available)
     n = len(h.sink.events)
-    r = h.turn("How many tshirt options do you have right now?", orch=[w1("product", "info", "Let me check.")],
+    r = h.turn("How many tshirt options do you have right now?", orch=[w1("product", "info", "Let me check.")])
+    assert [p["tools"] for p in _events(h, n, "tandem.phi")] == [[]] and h.meta["path"] == "clarify"
+    assert "email address" in r.reply  # the policy verifies first
+    n = len(h.sink.events)
+    r = h.turn("My email is alex.rivera@example.com", orch=[w1("product", "info", "Let me check.")],
                gen=["Would you like to hear about any of them?"])
     reads = [(p["tools"], p.get("then")) for p in _events(h, n, "tandem.phi")]
-    assert reads == [(["list_all_product_types"], None), (["get_product_details"], "respond")]
+    assert reads == [(["find_user_id_by_email", "list_all_product_types"], None),
+                     (["get_product_details"], "respond")]  # the question asked before the check
     assert _events(h, n, "tandem.phi")[-1]["calls"] == [{"tool": "get_product_details",
                                                           "args": {"product_id": shirt.product_id}}]
     assert h.meta["path"] == "answer"
@@ -327,6 +365,7 @@ def test_a_question_about_a_product_of_the_store_reads_it_and_answers_with_its_c
 
 def test_a_product_the_store_does_not_have_reads_nothing_more():
     h = TandemHarness()
+    h.turn("Hi, my email is alex.rivera@example.com", orch=[w1("greeting", "hello", "Let me find your account.")])
     n = len(h.sink.events)
     h.turn("Do you sell surfboards?", orch=[w1("product", "info", "Let me check."), j(decision="respond")])
     assert [p["tools"] for p in _events(h, n, "tandem.phi")] == [["list_all_product_types"]]
@@ -390,3 +429,39 @@ def test_a_comparative_about_an_option_the_product_lacks_changes_nothing():
     assert described_variants(lamps, ["l_med"], ["a less bright one"]) == ["l_low"]
     assert described_variants(lamps, ["l_med"], ["a bigger lamp"]) == []  # no size-like option: nothing described
     assert described_variants(lamps, ["l_med"], ["a dimmer one in black"]) == ["l_low_black"]
+
+
+def test_restating_the_held_item_names_no_wish():
+    shirts = {
+        "held": {"options": {"color": "black", "size": "XXL", "material": "cotton", "style": "crew neck"},
+                 "available": True},
+        "black_xxl_poly_v": {"options": {"color": "black", "size": "XXL", "material": "polyester", "style": "v-neck"},
+                             "available": True},
+        "black_s_poly_crew": {"options": {"color": "black", "size": "S", "material": "polyester",
+                                          "style": "crew neck"}, "available": True},
+        "purple_s_poly_v": {"options": {"color": "purple", "size": "S", "material": "polyester", "style": "v-neck"},
+                            "available": True},
+    }
+    text = ("I'd like to change the T-Shirt (color black, size XXL, material cotton, style crew neck) to color "
+            "purple, size S, material polyester, style v-neck.")
+    assert described_variants(shirts, ["held"], [text]) == ["purple_s_poly_v"]
+
+
+def test_the_order_the_user_named_is_the_only_order_a_card_may_carry():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001", "#W1000002", "#W1000003"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump()}
+    facts = TurnFacts(session_id="s", user_text="the keyboard please", state=state,
+                      user_texts=["I want to exchange an item of order #W1000002"])
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W1000002"]
+    facts = TurnFacts(session_id="s", user_text="exchange my keyboard", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W1000001", "#W1000002", "#W1000003"]  # none named: all theirs
+    facts = TurnFacts(session_id="s", user_text="order #W9999999 please", state=state)
+    pack.restore(facts)  # not one of theirs: nothing narrowed here (ownership refuses it elsewhere)
+    assert facts.candidates.of("order_id")[:3] == ["#W1000001", "#W1000002", "#W1000003"]

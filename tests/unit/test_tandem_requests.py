@@ -269,3 +269,28 @@ def test_a_choice_the_users_words_leave_open_is_asked_with_its_options_not_shown
     assert c.options == ["blue / M", "blue / L"]
     guards = [f for k, f in h.sink.events if k == "tandem.guard" and f.get("violation") == "undecided_parameter"]
     assert guards and guards[-1]["decision"] == "clarify"
+
+
+def test_a_question_phi_interrupted_goes_on_only_after_a_clarify_the_pack_lists() -> None:
+    from types import SimpleNamespace
+
+    from pipelines.tandem.decide import carried_request
+    from pipelines.tandem.state import META_KEY
+
+    class Pack:
+        labels = {"ask": ("forecast",), "alert": ("set",)}
+        carried_clarifies = frozenset({"identity"})
+
+        def change_intents(self):
+            return {"alert"}
+
+    def turn(then, tools=()):
+        return SimpleNamespace(meta={META_KEY: {"path": "clarify", "c1": {"intent": "ask", "sub_intent": "forecast"},
+                                                "phi": {"then": then, "tools": list(tools)}}})
+
+    assert carried_request(Pack(), [turn("clarify:identity")]) == ("ask", "forecast")
+    assert carried_request(Pack(), [turn("clarify:city")]) is None  # not listed: a question carries nothing
+    assert carried_request(Pack(), [turn("clarify:identity", ["lookup"])]) is None  # Φ read something: no interrupt
+    assert carried_request(Pack(), [turn(None)]) is None  # the model's own clarify
+    Pack.carried_clarifies = frozenset()
+    assert carried_request(Pack(), [turn("clarify:identity")]) is None

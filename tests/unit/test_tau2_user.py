@@ -153,3 +153,17 @@ def test_only_the_sentences_that_ask_are_answered():
     assert asking(text) == "Which item do you mean?"
     assert asking("Please share the email on your account.") == "Please share the email on your account."
     assert asking("Your order is on its way.") == ""
+
+
+def test_a_card_is_read_back_as_its_records_in_any_order_and_its_pairs_as_pairs():
+    from pipelines.domains.support.tau2_user import same_arguments
+
+    want = {"order_id": "#W1", "item_ids": ["a", "b", "c"], "payment_method_id": "p"}
+    assert same_arguments({"order_id": "#W1", "item_ids": ["c", "a", "b"], "payment_method_id": "p"}, want)
+    assert not same_arguments({"order_id": "#W1", "item_ids": ["a", "b"], "payment_method_id": "p"}, want)
+    assert not same_arguments({"order_id": "#W1", "item_ids": ["a", "b", "b"], "payment_method_id": "p"}, want)
+    assert not same_arguments({"order_id": "#W2", "item_ids": ["a", "b", "c"], "payment_method_id": "p"}, want)
+    pairs = {"item_ids": ["a", "b"], "new_item_ids": ["A", "B"]}
+    assert same_arguments({"item_ids": ["b", "a"], "new_item_ids": ["B", "A"]}, pairs)  # the same pairs
+    assert not same_arguments({"item_ids": ["b", "a"], "new_item_ids": ["A", "B"]}, pairs)  # a → B: another change
+    assert not same_arguments({"item_ids": "a"}, {"item_ids": ["a"]})

@@ -374,7 +374,9 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     option values that the held item does not have, or it satisfies a comparative the user used against
     the held one ("a bigger one": a larger capacity or size; "less bright"; "the cheapest one") — a
     variant that goes against a comparative never qualifies. The qualifying variants are ranked by how
-    many option values the user named plus comparatives satisfied, then by how many option values they
+    many of their option values the user named that the held item does not have (a description of the held
+    item — "change it (black, XXL) to purple, S" — names no wish) plus comparatives satisfied, then by how
+    many option values they
     keep of the held item ("the same one but clicky"); a superlative price keeps only the extreme price
     among them. Every variant tied at the top is returned (one: the change is determined; several: the
     user is asked which; none: nothing described yet)."""
@@ -392,7 +394,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
             continue  # against what the user asked ("bigger", "cheaper")
         if not moved and not any(normalize_value(x) not in kept_values for x in named):
             continue
-        scored.append(((len(named) + moved, sum(normalize_value(x) in kept_values for x in values)), vid))
+        changed = [x for x in named if normalize_value(x) not in kept_values]  # a restated held value is no wish
+        scored.append(((len(changed) + moved, sum(normalize_value(x) in kept_values for x in values)), vid))
     if not scored:
         return []
     best = max(score for score, _ in scored)

@@ -101,6 +101,8 @@ class SupportState(BaseModel):
     payment_methods: dict[str, dict[str, str]] | None = Field(
         None, description="The verified user's payment methods as read: id → {source, brand, last_four} "
         "(None: not read yet).")
+    asked: list[str] = Field(
+        default_factory=list, description="Items whose wanted variant the user was asked about once (undecided).")
     catalogue: dict[str, str] = Field(
         default_factory=dict, description="The store's product types as read: product name → product id.")
     records: CandidateSet = Field(default_factory=CandidateSet)
@@ -170,28 +172,33 @@ def _options_text(options: Mapping[str, Any]) -> str:
 
 
 def _asked_product(facts: TurnFacts, state: SupportState) -> str | None:
-    """The store's product the newest user text names (whole name, loosely; or its last word when no other
-    product type ends in it): its details answer a question about what the store has (read once a turn)."""
+    """The store's product the newest text of the open request names (whole name, loosely; or its last word
+    when no other product type ends in it): its details answer a question about what the store has (read
+    once a turn; a question asked before the identity check is answered after it)."""
     heads: dict[str, int] = {}
     for name in state.catalogue:
         words = name.lower().replace("-", " ").split()
         if words:
             heads[words[-1]] = heads.get(words[-1], 0) + 1
-    for name, pid in state.catalogue.items():
-        words = name.lower().replace("-", " ").split()
-        unique_head = bool(words) and heads.get(words[-1]) == 1
-        if names_product(name, [facts.user_text]) or (unique_head and names_product(name, [facts.user_text],
-                                                                                   head=True)):
-            return pid
+    for text in [facts.user_text, *reversed(facts.user_texts)]:  # the newest text of the request that names one
+        for name, pid in state.catalogue.items():
+            words = name.lower().replace("-", " ").split()
+            unique_head = bool(words) and heads.get(words[-1]) == 1
+            if names_product(name, [text]) or (unique_head and names_product(name, [text], head=True)):
+                return pid
     return None
 
 
 def _narrow(facts: TurnFacts, state: SupportState) -> None:
-    """Items and wanted variants as the user described them: once the user names items of the order in
-    question by their product name, only those items are candidates; a wanted variant is a candidate only
+    """The order, items and wanted variants as the user described them: the order the user named last is the
+    only order candidate (a card never carries another of their orders); once the user names items of the
+    order in question by their product name, only those items are candidates; a wanted variant is a candidate only
     when the user's words describe it (:func:`.candidates.described_variants`), never merely because it
     is available."""
     texts = [*facts.user_texts, facts.user_text]
+    order = _order_in_question(facts)
+    if order and order in facts.candidates.of("order_id"):  # the order the user named, never another of theirs
+        facts.candidates.keep("order_id", [order])
     named = _named_items(facts, state)
     if state.items:  # the items a change is about are the user's to say: never merely the order's
         facts.candidates.keep("item_id", named)
@@ -213,6 +220,7 @@ class SupportPack:
 
     name = "support"
     change_cues = True  # the cue tables read change requests: a card only once one is asked in words
+    carried_clarifies: frozenset[str] = frozenset({"identity"})  # a question waits for the identity check
     labels: Mapping[str, Sequence[str]] = W1_LABELS
     cards: Sequence[CardSpec] = ACTION_CARDS
     texts: DomainTexts = SUPPORT_TEXTS
@@ -483,8 +491,9 @@ class SupportPack:
 
         ``item_ids``: every item the user named (a request for two items is one card for both), when the
         model proposed some of them. With ``new_item_ids`` as well: the named items whose change the user
-        described by exactly one variant, each beside that variant (``item_ids[i]`` ↔ ``new_item_ids[i]``);
-        a named item whose change is tied between variants is left to :meth:`undecided`. Otherwise each
+        described by exactly one variant, each beside that variant (``item_ids[i]`` ↔ ``new_item_ids[i]``), and
+        those not asked about yet whose change is tied (:meth:`undecided` asks before the card is shown); a
+        named item whose change is still open after it was asked once is left off the card. Otherwise each
         proposed variant is put beside the item of its own product; left as proposed when they do not pair."""
         olds, news = args.get("item_ids"), args.get("new_item_ids")
         if not isinstance(olds, list):
@@ -494,16 +503,17 @@ class SupportPack:
         if named and set(map(str, olds)) <= set(named):
             if not isinstance(news, list):
                 return {**args, "item_ids": list(named)}
-            pairs = [(i, w[0]) for i in named if len(w := _wanted_of(facts, state, i)) == 1]
-            if pairs and {str(o) for o in olds} <= {i for i, _ in pairs}:
-                return {**args, "item_ids": [i for i, _ in pairs], "new_item_ids": [v for _, v in pairs]}
+            wanted = {i: _wanted_of(facts, state, i) for i in named}
+            keep = [i for i in named if len(wanted[i]) == 1 or (len(wanted[i]) > 1 and i not in state.asked)]
+            if keep:
+                return {**args, "item_ids": keep, "new_item_ids": [wanted[i][0] for i in keep]}
         if not (isinstance(news, list) and len(olds) == len(news) > 1):
             return args
         product_of = {vid: pid for pid, variants in state.variants.items() for vid in variants}
-        wanted = {o: state.items.get(str(o), {}).get("product_id") for o in olds}
+        wanted_pid = {o: state.items.get(str(o), {}).get("product_id") for o in olds}
         pool, paired = list(news), []
         for o in olds:
-            match = next((n for n in pool if product_of.get(str(n)) == wanted[o] and wanted[o]), None)
+            match = next((n for n in pool if product_of.get(str(n)) == wanted_pid[o] and wanted_pid[o]), None)
             if match is None:
                 return args
             pool.remove(match)
@@ -511,18 +521,30 @@ class SupportPack:
         return {**args, "new_item_ids": paired}
 
     def undecided(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> tuple[str, list[str]] | None:
-        """A card's change the user's words leave open: an item of the card whose wanted variant is tied
-        between several the user described alike → ``("new_item_choose", <those variants in words>)``, asked
-        instead of letting the model pick one."""
+        """A change the user's words leave open, asked once per item instead of letting the model pick: an item
+        the user named whose wanted variant is tied between several described alike → ``("new_item_choose",
+        <those variants in words>)``; one whose product's variants are read but whose change the user has not
+        described → ``("new_item_for", [<its name>])``. An item asked about once is not asked again (its
+        answer decides it, or it is left off the card)."""
         if not isinstance(args.get("new_item_ids"), list) or not isinstance(args.get("item_ids"), list):
             return None
         state = self.state_of(facts)
-        for item in map(str, args["item_ids"]):
+        named = _named_items(facts, state)
+        for item in [*map(str, args["item_ids"]), *(i for i in named if i not in args["item_ids"])]:
+            if item in state.asked:
+                continue
+            pid = str(state.items.get(item, {}).get("product_id"))
+            variants = state.variants.get(pid)
+            if not variants:
+                continue  # not read: nothing to ask about yet
             wanted = _wanted_of(facts, state, item)
-            if len(wanted) > 1:
-                pid = state.items.get(item, {}).get("product_id")
-                variants = state.variants.get(str(pid), {})
+            if len(wanted) == 1:
+                continue
+            state.asked.append(item)
+            facts.state = state.model_dump(mode="json")
+            if wanted:
                 return "new_item_choose", [_options_text(variants[v].get("options") or {}) for v in wanted]
+            return "new_item_for", [state.items[item].get("name", "")]
         return None
 
     def entity_names(self, facts: TurnFacts) -> list[str]:

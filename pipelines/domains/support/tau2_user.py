@@ -101,9 +101,22 @@ def opening_of(task: Mapping[str, Any], verbatim: bool = False) -> str:
 
 
 def _same(value: Any, want: Any) -> bool:
-    if isinstance(want, list):
-        return isinstance(value, list | tuple) and [str(v) for v in value] == [str(w) for w in want]
+    if isinstance(want, list):  # the same records in any order: the tools store a sorted list or pair them
+        return isinstance(value, list | tuple) and sorted(str(v) for v in value) == sorted(str(w) for w in want)
     return str(value).strip() == str(want).strip()
+
+
+def same_arguments(params: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    """A card's arguments equal an expected action's, as a customer reads a card back: each value the same, a
+    list the same records in any order, and lists of one length read as pairs (the item and what it becomes:
+    ``item_ids[i]`` ↔ ``new_item_ids[i]``), the same pairs in any order."""
+    if not all(_same(params.get(k), v) for k, v in want.items()):
+        return False
+    lists = [k for k, v in want.items() if isinstance(v, list)]
+    if len(lists) > 1 and len({len(want[k]) for k in lists}) == 1:
+        pairs = sorted(zip(*(map(str, params[k]) for k in lists), strict=False))
+        return pairs == sorted(zip(*(map(str, want[k]) for k in lists), strict=False))
+    return True
 
 
 def _words(options: Mapping[str, Any]) -> str:
@@ -234,7 +247,7 @@ class ScriptedUser:
         for i, a in self.writes:
             if i in self.done or a["name"] != tool:
                 continue
-            if all(_same(params.get(k), v) for k, v in a["arguments"].items()):
+            if same_arguments(params, a["arguments"]):
                 return i
         return None
 

@@ -81,6 +81,7 @@ SUPPORT_TEXTS = DomainTexts(
         "item": "Which item of the order do you mean?",
         "new_item": "Which option would you like instead?",
         "new_item_choose": "Which one would you like instead: {options}?",
+        "new_item_for": "Which option of the {options} would you like instead?",
         "payment_method": "Which of your payment methods should I use?",
         "address": "What is the full new address: street, city, state, zip code and country?",
         "reason": "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?",
