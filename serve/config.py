@@ -192,6 +192,10 @@ class DomainConfig(Strict):
         None, validation_alias=AliasChoices("dataset", "tau2_db"),
         description="A file the pack imports into an empty store instead of generating (its `new_world`); "
         "`tau2_db` is read as this too.")
+    resettable: bool = Field(
+        False, description="Whether the tools deployment may put its world back to the seed on request (its "
+        "`reset_world` handle method; `tandem eval` sets it so that every whole task starts from the same world). "
+        "Off in every profile: a reset discards every write made since the seed.")
 
 
 class GuardrailsConfig(Strict):

@@ -51,7 +51,7 @@ class ToolsServer:
     """Hosts the configured pack's tool port over its world (see module docstring)."""
 
     def __init__(self, domain_config: dict[str, Any]) -> None:
-        cfg = DomainConfig.model_validate(domain_config)
+        cfg = self.cfg = DomainConfig.model_validate(domain_config)
         self.pack = load_domain(cfg.name)
         world, self.store, origin = open_world(cfg, self.pack)
         self.runner = self.pack.tool_runner(world, self.store)
@@ -92,6 +92,20 @@ class ToolsServer:
     async def ledger(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """The recorded writes (of one session), oldest first (tests and operators audit with it)."""
         return [] if self.store is None else [e.model_dump(mode="json") for e in self.store.ledger(session_id)]
+
+    async def reset_world(self) -> str:
+        """Put the world back to its seed (``domain.resettable`` only: the eval's fresh world per task); the write
+        ledger stays. Refused with :class:`ToolError` in any other app. Returns the world's origin."""
+        if not self.cfg.resettable:
+            raise ToolError("this app's world cannot be reset (domain.resettable is off)",
+                            details={"reason": "not_resettable"})
+        dataset = Path(self.cfg.dataset).expanduser() if self.cfg.dataset else None
+        world = self.pack.new_world(self.cfg.seed, str(dataset) if dataset and dataset.is_file() else None)
+        if self.store is not None:
+            self.store.save(world)  # one transaction: the stored world is the seed again
+        self.runner.world = world
+        logger.warning("world reset to its seed (domain.resettable)")
+        return f"dataset:{dataset.name}" if dataset is not None and dataset.is_file() else f"generated:{self.cfg.seed}"
 
     async def entity(self, kind: str, key: str) -> dict[str, Any] | None:
         """Read-only view of one entity of the world (tests and operators check state with it)."""

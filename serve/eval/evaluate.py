@@ -141,6 +141,9 @@ class Evaluator:
     timeout_s: float = 300.0
     api_key: str | None = None
     entity: Callable[[str, str], dict[str, Any] | None] | None = None
+    # the app's world back to its seed before each whole task (None: against a running app, --http, the tasks
+    # share one world and a later task may meet an earlier one's writes)
+    reset: Callable[[], None] | None = None
     max_user_turns: int = 10
     _pack: Any = None
     _kit: PackEvaluation = field(default_factory=PackEvaluation)
@@ -264,6 +267,8 @@ class Evaluator:
 
         base_dir = Path(case.info["tau2_dir"])
         task, db = _tau2_task(str(base_dir), case.info["task_id"])
+        if self.reset is not None:
+            self.reset()  # every task starts from the seeded world, as tau2's runs do
         user = self._kit.scripted_user(task, db, {c.id: c.tool for c in self._pack.cards}, self.max_user_turns)
         if user is None:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")

@@ -131,7 +131,8 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                 app["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
                 ev = Evaluator(kind, domain, apps.http, events, max_steps=int(over["pipeline"].get("max_steps", 3)),
                                world_seed=world_seed, timeout_s=ns.turn_timeout_s,
-                               entity=apps.entity, max_user_turns=getattr(ns, "max_user_turns", 10))
+                               entity=apps.entity, reset=apps.reset_world,
+                               max_user_turns=getattr(ns, "max_user_turns", 10))
                 t_app = time.monotonic()
                 try:
                     got, skipped = _play(ev, dsuites, cases, deadline, on_row)

@@ -170,8 +170,9 @@ def app_overrides(kind: str, domain: str, base_pipeline: dict[str, Any], work: P
         "store": {"kind": "sqlite", "path": str(work / f"{tag}-sessions.db")},
         "telemetry": {"jsonl_dir": str(work / "telemetry")},
         "pipeline": pipeline,
+        # resettable: every whole tau2 task starts from the seeded world, as tau2's own runs do
         "domain": {"name": domain, "seed": world_seed, "world_path": str(work / f"{tag}-world.db"),
-                   **({"dataset": dataset} if dataset else {})},
+                   "resettable": True, **({"dataset": dataset} if dataset else {})},
     }
 
 
@@ -285,6 +286,12 @@ class LocalApps:
 
     def snapshot_shm(self) -> None:
         self.held |= shm_held_by(descendants(os.getpid()))
+
+    def reset_world(self) -> None:
+        """The running app's world back to its seed (the eval's apps are deployed ``domain.resettable``)."""
+        from ray import serve
+
+        serve.get_deployment_handle("ToolsServer", app_name=self.app_name).reset_world.remote().result()
 
     def entity(self, kind: str, key: str) -> dict[str, Any] | None:
         """One entity of the running app's world, as JSON (``None`` when absent)."""

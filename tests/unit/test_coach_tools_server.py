@@ -38,3 +38,23 @@ def test_a_pack_without_live_state_refuses_a_live_state_call_with_a_typed_error(
     with pytest.raises(ToolError):
         asyncio.run(server.load_state("s1", ["user_id"]))
     assert asyncio.run(server.entity("order", "#W0000000")) is None
+
+
+def test_a_resettable_world_goes_back_to_its_seed_and_any_other_refuses(tmp_path):
+    import pytest
+
+    from pipelines.errors import ToolError
+
+    path = str(tmp_path / "w.db")
+    server = ToolsServer({"name": "support", "seed": 7, "world_path": path, "resettable": True})
+    oid = next(o for o, order in server.runner.world.orders.items() if order.status == "pending")
+    server.runner.world.orders[oid].status = "cancelled"  # a write since the seed, in memory and stored
+    server.store.save(server.runner.world)
+    assert asyncio.run(server.entity("order", oid))["status"] == "cancelled"
+    assert asyncio.run(server.reset_world()) == "generated:7"
+    assert asyncio.run(server.entity("order", oid))["status"] == "pending"
+    again = ToolsServer({"name": "support", "seed": 7, "world_path": path})  # the store holds the seed too
+    assert asyncio.run(again.entity("order", oid))["status"] == "pending"
+    with pytest.raises(ToolError) as err:
+        asyncio.run(again.reset_world())
+    assert err.value.details == {"reason": "not_resettable"}

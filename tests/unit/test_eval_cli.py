@@ -211,6 +211,8 @@ def test_each_derived_app_config_passes_the_strict_loader(kind, domain, tmp_path
     assert args.pipeline.kind == kind and args.domain.name == domain
     assert args.pipeline.max_reply_tokens == base["pipeline"]["max_reply_tokens"]
     assert str(tmp_path) in args.store.path and str(tmp_path) in str(args.domain.world_path)
+    assert args.domain.resettable is True  # every whole task starts from the seeded world
+    assert load_serve_file(ROOT / "configs" / "embedded.yaml").applications[0].args.domain.resettable is False
 
 
 def test_resummarise_recomputes_from_saved_turns(fake_app, tmp_path):
