@@ -65,11 +65,13 @@ def normalize_value(value: Any) -> str:
 
 
 def appears_in(value: str, texts: Iterable[str]) -> bool:
-    """True when ``value`` occurs in one of ``texts`` as whole words (after normalisation)."""
+    """True when ``value`` occurs in one of ``texts`` as whole words (after normalisation); a word right after a
+    letter and an apostrophe is a contraction's tail, not a value ("I'm" names no size M, "it's" no size S), a
+    quoted one still names ("the 'blue' one")."""
     needle = normalize_value(value)
     if not needle:
         return False
-    rx = re.compile(r"(?<![\w])" + re.escape(needle) + r"(?![\w])")
+    rx = re.compile(r"(?<![\w])(?<!\w['’])" + re.escape(needle) + r"(?![\w])")
     return any(rx.search(normalize_value(t)) for t in texts)
 
 

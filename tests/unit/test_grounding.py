@@ -38,6 +38,15 @@ def test_appears_in_matches_whole_words_only():
     assert not appears_in("", ["anything"])
 
 
+def test_a_contractions_tail_is_no_value_but_a_possessive_still_names():
+    assert not appears_in("M", ["I'm Yusuf Rossi"]) and not appears_in("S", ["It's order #W1"])
+    assert not appears_in("S", ["it’s the blue one"])  # a typographic apostrophe too
+    assert not appears_in("ll", ["we'll see"]) and not appears_in("d", ["I'd like"])
+    assert appears_in("M", ["size M please"]) and appears_in("S", ["in S, not M"])
+    assert appears_in("Rossi", ["Rossi's order"])  # only the word after an apostrophe is refused
+    assert appears_in("blue", ["the 'blue' one"]) and appears_in("S", ["size ‘S’ please"])  # quoted: names
+
+
 def test_candidate_set_keeps_first_source_and_dedupes_normalised():
     c = CandidateSet()
     c.add("first_name", "Yusuf", "user")
