@@ -167,3 +167,18 @@ def test_a_card_is_read_back_as_its_records_in_any_order_and_its_pairs_as_pairs(
     assert same_arguments({"item_ids": ["b", "a"], "new_item_ids": ["B", "A"]}, pairs)  # the same pairs
     assert not same_arguments({"item_ids": ["b", "a"], "new_item_ids": ["A", "B"]}, pairs)  # a → B: another change
     assert not same_arguments({"item_ids": "a"}, {"item_ids": ["a"]})
+
+
+def test_asked_about_a_product_its_request_leaves_alone_the_user_says_so_and_it_is_no_repeated_ask():
+    import copy
+
+    db = copy.deepcopy(DB)
+    db["orders"]["#W100"]["items"].append({"name": "Water Bottle", "product_id": "P2", "item_id": "B1",
+                                           "price": 5.0, "options": {"capacity": "500ml"}})
+    u = ScriptedUser(task([LOOKUP, EXCHANGE]), db, CARD_TOOLS, max_turns=6)
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which option of the Water Bottle would you like instead?"))
+    assert (r.text, r.rule, r.repeated_ask) == ("Not the Water Bottle: only the Desk Lamp.", "not_wanted", False)
+    assert u.repeated_asks == 0
+    r = u.respond(AssistantTurn(question="Which option of the Desk Lamp would you like instead?"))
+    assert r.rule == "facts" and "color white, power USB" in r.text  # the lamp is its request

@@ -14,17 +14,20 @@ Rules, in the order they are tried on each assistant turn:
 3. **asked who they are** → what the task's identity holds: the expected lookup's
    arguments (email, or first name, last name and zip), else the email or name and zip
    written in ``known_info``.
-4. **asked about an order, item, option, address, payment method or reason** → the
+4. **asked about a product of the write's order the expected write leaves alone** ("which option of
+   the water bottle?" when only the lamp is to change) → "Not the water bottle: only the desk lamp."
+   (``not_wanted``; never a repeated ask: the question asked for something new).
+5. **asked about an order, item, option, address, payment method or reason** → the
    facts of the next expected write not done yet that answer what was asked, as a
    customer would say them: the order id as on a receipt (``#W…``), an item by its
    product name and options (never its item id), the wanted variant by its options, an
    address in words, a payment method by its kind and last digits, a cancellation
    reason as the task states it. When everything it would say was already said in an
    earlier user turn of the session, the question is a ``repeated_ask``.
-5. **anything else** while expected writes remain → the request of the next one restated
+6. **anything else** while expected writes remain → the request of the next one restated
    (its verb and order id: what the opening says, never its other facts); after two
    restatements in a row with no progress the user gives up (``stuck``).
-6. **anything else** when no write remains → ``done`` (the session ends).
+7. **anything else** when no write remains → ``done`` (the session ends).
 
 At most ``max_turns`` user turns (``turn_cap``). Everything is a pure function of the
 task, the database and the assistant's turns: same inputs, same conversation.
@@ -274,6 +277,12 @@ class ScriptedUser:
             return self._say(text, "identity", repeated)
         action = self.next_write()
         topics = {t for t, rx in _TOPICS.items() if asked and rx.search(asked)}
+        unwanted = self._unwanted(action, asked) if action is not None else []
+        if unwanted:  # asked about an item its request leaves alone: it says so (nothing repeated)
+            keep = self._wanted_names(action)
+            text = f"Not the {' or the '.join(unwanted)}" + (f": only the {' and the '.join(keep)}." if keep else ".")
+            self.restated = 0
+            return self._say(text, "not_wanted")
         if action is not None and topics:
             lines = self.facts(action, topics)
             if lines:
@@ -288,6 +297,25 @@ class ScriptedUser:
             return self._say(None, "stuck")
         self.restated += 1
         return self._say(self.request(action), "restate")
+
+    def _wanted_names(self, action: Mapping[str, Any]) -> list[str]:
+        """The product names of the items the expected write changes, in its order."""
+        order = (self.db.get("orders") or {}).get(str(action["arguments"].get("order_id", ""))) or {}
+        ids = [str(i) for i in action["arguments"].get("item_ids") or []]
+        names = [i["name"] for iid in ids for i in order.get("items", []) if i.get("item_id") == iid]
+        return list(dict.fromkeys(names))
+
+    def _unwanted(self, action: Mapping[str, Any], asked: str | None) -> list[str]:
+        """Products of the write's order the question names that the expected write does not change ("which
+        option of the water bottle would you like?" when only the lamp is to change)."""
+        from .candidates import names_product
+
+        if not asked or not action["arguments"].get("item_ids"):
+            return []
+        order = (self.db.get("orders") or {}).get(str(action["arguments"].get("order_id", ""))) or {}
+        keep = set(self._wanted_names(action))
+        names = dict.fromkeys(i["name"] for i in order.get("items", []) if i.get("name"))
+        return [n for n in names if n not in keep and names_product(n, [asked])]
 
     def _values(self, action: Mapping[str, Any], topics: set[str]) -> list[str]:
         """The plain facts a topic answer carries (to tell whether they were all said before)."""
