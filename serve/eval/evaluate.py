@@ -268,7 +268,15 @@ class Evaluator:
         base_dir = Path(case.info["tau2_dir"])
         task, db = _tau2_task(str(base_dir), case.info["task_id"])
         if self.reset is not None:
-            self.reset()  # every task starts from the seeded world, as tau2's runs do
+            try:
+                self.reset()  # every task starts from the seeded world, as tau2's runs do
+            except Exception as exc:  # never play a task on a world another task changed: report it, go on
+                row = {"kind": self.kind, "suite": case.suite, "case": case.case_id, "turn": 0,
+                       "eval_error": f"world reset failed: {type(exc).__name__}: {exc}"[:300],
+                       "tau2_task": {"task_id": case.info["task_id"], "passed": None, "ended": "reset_failed"}}
+                if on_row is not None:
+                    on_row(row)
+                return [row]
         user = self._kit.scripted_user(task, db, {c.id: c.tool for c in self._pack.cards}, self.max_user_turns)
         if user is None:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")

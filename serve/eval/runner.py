@@ -287,18 +287,30 @@ class LocalApps:
     def snapshot_shm(self) -> None:
         self.held |= shm_held_by(descendants(os.getpid()))
 
+    def _tools(self, method: str, *args: Any, wait_s: float = 60.0) -> Any:
+        """Call the running app's ToolsServer; a handle that still routes to the app deleted before it (the same
+        app name is deployed again for each kind) answers ``DeploymentUnavailableError`` until its router
+        hears of the new replicas: asked again, bounded."""
+        from ray import serve
+        from ray.serve.exceptions import DeploymentUnavailableError
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            h = serve.get_deployment_handle("ToolsServer", app_name=self.app_name)
+            try:
+                return getattr(h, method).remote(*args).result(timeout_s=wait_s)
+            except DeploymentUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
     def reset_world(self) -> None:
         """The running app's world back to its seed (the eval's apps are deployed ``domain.resettable``)."""
-        from ray import serve
-
-        serve.get_deployment_handle("ToolsServer", app_name=self.app_name).reset_world.remote().result()
+        self._tools("reset_world")
 
     def entity(self, kind: str, key: str) -> dict[str, Any] | None:
         """One entity of the running app's world, as JSON (``None`` when absent)."""
-        from ray import serve
-
-        h = serve.get_deployment_handle("ToolsServer", app_name=self.app_name)
-        return h.entity.remote(kind, key).result()
+        return self._tools("entity", kind, key)
 
     def delete(self) -> None:
         if not self.app_name:
