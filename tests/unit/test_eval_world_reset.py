@@ -8,8 +8,8 @@ import pytest
 from pipelines.core.evaluation import Case
 from pipelines.domains import load_domain
 from serve.eval.evaluate import Evaluator
-from serve.eval.suites import tau2_dir_of
 from serve.eval.runner import EventLog
+from serve.eval.suites import tau2_dir_of
 
 TAU2 = tau2_dir_of(load_domain("support"))
 pytestmark = pytest.mark.skipif(TAU2 is None or not (TAU2 / "tasks_train.json").is_file(),
