@@ -305,8 +305,13 @@ class LocalApps:
                 time.sleep(1.0)
 
     def reset_world(self) -> None:
-        """The running app's world back to its seed (the eval's apps are deployed ``domain.resettable``)."""
-        self._tools("reset_world")
+        """The running app's world back to its seed (the eval's apps are deployed ``domain.resettable``); an app
+        with no tools deployment (the ``prompting`` kind) has no world to reset."""
+        try:
+            self._tools("reset_world")
+        except KeyError as exc:  # Serve: the deployment "does not exist" in this app
+            if "does not exist" not in str(exc):
+                raise
 
     def entity(self, kind: str, key: str) -> dict[str, Any] | None:
         """One entity of the running app's world, as JSON (``None`` when absent)."""

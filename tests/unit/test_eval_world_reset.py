@@ -35,3 +35,22 @@ def test_a_failed_world_reset_is_reported_on_its_task_and_nothing_is_played(tmp_
     [row] = rows
     assert row["eval_error"].startswith("world reset failed: RuntimeError")
     assert row["tau2_task"] == {"task_id": str(task_id), "passed": None, "ended": "reset_failed"}
+
+
+def test_an_app_without_a_tools_deployment_has_no_world_to_reset(monkeypatch, tmp_path):
+    from serve.eval.runner import LocalApps
+
+    apps = LocalApps(tmp_path / "c.yaml", tmp_path)
+
+    def missing(method, *args, **kw):
+        raise KeyError("Deployment(name='ToolsServer', app='tandem') does not exist.")
+
+    monkeypatch.setattr(apps, "_tools", missing)
+    apps.reset_world()  # the prompting kind: nothing to reset, the task is played
+
+    def other(method, *args, **kw):
+        raise KeyError("something else")
+
+    monkeypatch.setattr(apps, "_tools", other)
+    with pytest.raises(KeyError):
+        apps.reset_world()
