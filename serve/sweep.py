@@ -21,6 +21,7 @@ import copy
 import itertools
 import json
 import math
+import shutil
 import sys
 import tempfile
 import time
@@ -223,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.protocol == "both":
         print("error: a sweep ranks one protocol: --protocol http or grpc", file=sys.stderr)
         return 2
+    work: Path | None = None
     try:
         points = expand_grid([parse_axis(a) for a in ns.axes])
         work = Path(tempfile.mkdtemp(prefix="tandem-sweep-"))
@@ -234,11 +236,14 @@ def main(argv: list[str] | None = None) -> int:
         spec_from_args(ns, ns.protocol, http if ns.protocol == "http" else grpc)  # guard targets early
     except (ConfigError, ValueError, WorkloadUnavailable) as exc:
         print(f"error: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
         return 2
     print(f"{len(points)} point(s), configs under {out / 'points'}", flush=True)
-    if ns.dry_run:
-        return 0
-    return _run_points(ns, points, paths, wl, out, work, http, grpc)
+    try:
+        return 0 if ns.dry_run else _run_points(ns, points, paths, wl, out, work, http, grpc)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the points' stores and telemetry; the results are under out
 
 
 def _run_points(ns: argparse.Namespace, points: list[dict[str, Any]], paths: list[Path], wl: Any, out: Path,

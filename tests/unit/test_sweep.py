@@ -117,7 +117,11 @@ def test_best_point_and_labels():
     assert point_label({}) == "base"
 
 
-def test_cli_dry_run_and_typo_exit_codes(tmp_path, capsys):
+def test_cli_dry_run_and_typo_exit_codes(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the sweep's own work folders land here
+    (tmp_path / "tmp").mkdir()
     assert main([str(EMBEDDED), "--set", "models.smollm2.engine_kwargs.max_num_seqs=8,16", "--dry-run",
                  "--mix", "simple", "--out", str(tmp_path / "ok")]) == 0
     assert len(list((tmp_path / "ok" / "points").glob("p*.yaml"))) == 2
@@ -126,3 +130,4 @@ def test_cli_dry_run_and_typo_exit_codes(tmp_path, capsys):
     assert "unknown key" in capsys.readouterr().err
     assert main([str(EMBEDDED), "--dry-run", "--mix", "simple", "--http", "http://10.0.0.1:8000", "--address", "auto",
                  "--out", str(tmp_path / "remote")]) == 2
+    assert list((tmp_path / "tmp").iterdir()) == []  # no work folder left behind, on success or refusal
