@@ -809,6 +809,7 @@ def main(argv: list[str] | None = None) -> int:
             f.in_flight = len(load.in_flight())
             print(f"fault {name}: {f.in_flight} turns in flight", flush=True)
             try:
+                cluster.snapshot_shm()  # a process the fault kills leaves its shared memory to be removed at the end
                 f.detail = inject(name, cluster, load, ns)
                 f.in_flight = max(f.in_flight, len(load.in_flight()))
             except Exception as exc:  # a fault that cannot be injected is reported, not hidden

@@ -239,6 +239,7 @@ class LocalCluster:
         self._ports: dict[str, tuple[int, int]] = {}
         self._env_before: dict[str, str | None] = {}
         self._shm_before: set[str] = set()
+        self._shm_held: set[str] = set()  # shared-memory files this object's processes held when last looked at
 
     # -- environment -----------------------------------------------------------------
     def _setenv(self, key: str, value: str) -> None:
@@ -404,13 +405,21 @@ class LocalCluster:
     def restart_gcs(self) -> None:
         self.cluster.head_node.start_gcs_server()
 
+    def snapshot_shm(self) -> None:
+        """Remember the shared-memory files this process tree holds now: a process killed later (a fault, an
+        engine restarted) leaves its files with no holder at shutdown, and they are removed all the same."""
+        from serve.eval.runner import descendants, shm_held_by
+
+        self._shm_held |= shm_held_by(descendants(os.getpid()))
+
     def shutdown(self) -> None:
-        """Serve, Ray's nodes, Redis: only what this object started; then its shared-memory files."""
+        """Serve, Ray's nodes, Redis: only what this object started; then its shared-memory files (those held now
+        and those :meth:`snapshot_shm` saw held before)."""
         import ray
 
         from serve.eval.runner import descendants, shm_held_by, shm_names
 
-        held = shm_held_by(descendants(os.getpid()))
+        held = shm_held_by(descendants(os.getpid())) | self._shm_held
         try:
             if ray.is_initialized():
                 from ray import serve

@@ -118,3 +118,23 @@ def test_a_node_that_never_starts_fails_after_the_bounded_attempts(monkeypatch):
         lc._start_node(spec, wait=False)
     assert len(lc.cluster.calls) == 3 and all(c["wait"] is False for c in lc.cluster.calls)
     assert len(killed) == 6 and slept == [2.0, 4.0]
+
+
+def test_shared_memory_seen_held_before_a_fault_is_removed_at_shutdown_though_its_holder_died(monkeypatch, tmp_path):
+    from serve import cluster as mod
+    from serve.eval import runner
+
+    lc = mod.LocalCluster.__new__(mod.LocalCluster)
+    lc.cluster, lc._shm_before, lc._shm_held, lc._env_before = None, {"psm_other"}, set(), {}
+    lc._own_tmp, lc.workdir = False, tmp_path
+    lc.redis = type("R", (), {"stop": lambda self: None})()
+    held = iter([{"psm_engine", "psm_other"}, set()])  # before the fault: the engine's; at shutdown: nothing held
+    monkeypatch.setattr(runner, "descendants", lambda root: {1})
+    monkeypatch.setattr(runner, "shm_held_by", lambda pids: next(held))
+    monkeypatch.setattr(runner, "shm_names", lambda: {"psm_engine", "psm_other", "psm_someone_elses"})
+    monkeypatch.setattr(mod.time, "sleep", lambda s: None)
+    removed = []
+    monkeypatch.setattr(mod.os, "unlink", removed.append)
+    lc.snapshot_shm()
+    lc.shutdown()
+    assert removed == ["/dev/shm/psm_engine"]  # never one there before, never one this tree never held
