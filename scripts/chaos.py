@@ -753,6 +753,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="domain.world_path (default: the tools node's own disk, as in the profiles)")
     p.add_argument("--ready-timeout-s", type=float, default=1200.0)
     p.add_argument("--out", default="results")
+    p.add_argument("--keep-work", action="store_true",
+                   help="keep the cluster's work folder (its stores, node disks and event logs) after the run")
     p.add_argument("--seed", type=int, default=7, help="the support world's seed (the app's domain.seed)")
     p.add_argument("--replot", default=None, metavar="CHAOS_JSON",
                    help="draw the timeline of a saved run (<out>/timeline.png) and print its table; no cluster")
@@ -838,6 +840,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.shutdown()
         report["wall_s"] = round(time.monotonic() - t_start, 1)
+        if ns.keep_work:
+            report["work"] = str(work)
+        else:  # the cluster's stores, disks and telemetry; the report is under --out
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
     path = out / "chaos.json"
     path.write_text(json.dumps(report, indent=2, default=str))
     png = plot_timeline(report, out / "timeline.png")

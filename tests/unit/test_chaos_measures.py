@@ -78,6 +78,7 @@ def test_every_fault_is_known_and_the_default_run_leaves_only_the_gcs_restart_ou
     ns = chaos.build_parser().parse_args([])
     assert ns.faults.split(",") == ["ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill",
                                     "model_kill", "redis_restart", "slow_reader", "same_session"]
+    assert ns.keep_work is False  # the cluster's work folder goes with the run unless asked for
 
 
 def test_the_timeline_draws_every_attempt_and_replots_a_saved_run(tmp_path):
