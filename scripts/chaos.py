@@ -287,6 +287,14 @@ class Load:
             elif a.outcome == "running":
                 a.outcome = "ok" if done.get("status") in ("ok", "fallback") else f"status_{done.get('status')}"
 
+    def each(self, one: Any, n: int) -> list[Any]:
+        """``one(0) … one(n-1)`` at once on the load's loop (a fault's own clients); their results in order."""
+
+        async def all_() -> list[Any]:
+            return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+        return self.run_coro(all_(), timeout=self.turn_timeout_s * 5)
+
     def run_coro(self, coro: Any, timeout: float) -> Any:
         assert self.loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -348,10 +356,7 @@ def _disconnect(load: Load, n: int) -> dict[str, Any]:
         b = await load._until_ok(sid, "drop", 1, "Thanks, that is all.", proto)
         return {"session": sid, "first": a.outcome, "next": b.outcome}
 
-    async def all_() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(one(i) for i in range(n))))
-
-    return {"sessions": load.run_coro(all_(), timeout=load.turn_timeout_s * 5)}
+    return {"sessions": load.each(one, n)}
 
 
 def stored_verdict(turns: list[dict[str, Any]], served: int) -> dict[str, Any]:
@@ -388,10 +393,7 @@ def _slow_reader(load: Load, n: int, delay_s: float) -> dict[str, Any]:
         return {"session": sid, "protocol": proto, "first": a.outcome, "seconds": round(a.end - a.start, 1),
                 "next": b.outcome, **stored_verdict(sess.get("turns", []), served)}
 
-    async def all_() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(one(i) for i in range(n))))
-
-    return {"sessions": load.run_coro(all_(), timeout=load.turn_timeout_s * 5)}
+    return {"sessions": load.each(one, n)}
 
 
 def _same_session(load: Load, n: int) -> dict[str, Any]:
@@ -413,10 +415,7 @@ def _same_session(load: Load, n: int) -> dict[str, Any]:
         return {"session": sid, "nodes": nodes, "outcomes": [a.outcome, b.outcome],
                 "overlapped": overlapped(a, b), **stored_verdict(sess.get("turns", []), served)}
 
-    async def all_() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(one(i) for i in range(n))))
-
-    rows = load.run_coro(all_(), timeout=load.turn_timeout_s * 5)
+    rows = load.each(one, n)
     return {"sessions": rows, "interleaved": sum(1 for r in rows if r["overlapped"] or not r["whole"])}
 
 

@@ -238,3 +238,29 @@ def test_confirmed_writes_are_counted_by_the_window_their_last_good_turn_started
     marks = [Fault("ingress_kill", 10.0), Fault("redis_restart", 20.0)]
     assert chaos.confirmed_by_window(rows, attempts, marks) == {"baseline": 1, "ingress_kill": 1, "redis_restart": 1}
     assert [r.get("window") for r in rows] == ["baseline", "ingress_kill", None, "redis_restart"]
+
+
+def test_a_faults_own_clients_run_at_once_on_the_loads_loop_and_come_back_in_order():
+    import asyncio
+    import threading
+
+    import chaos
+
+    load = chaos.Load(None, workers=0, write_orders=[], turn_timeout_s=5.0)
+    load.loop = asyncio.new_event_loop()
+    t = threading.Thread(target=load.loop.run_forever, daemon=True)
+    t.start()
+    try:
+        started = []
+
+        async def one(i):
+            started.append(i)
+            await asyncio.sleep(0.01 * (3 - i))  # the last started ends first
+            return {"client": i}
+
+        assert load.each(one, 3) == [{"client": 0}, {"client": 1}, {"client": 2}]
+        assert sorted(started) == [0, 1, 2]
+    finally:
+        load.loop.call_soon_threadsafe(load.loop.stop)
+        t.join(5)
+        load.loop.close()

@@ -42,7 +42,6 @@ from .candidates import (
     described_variants,
     extract_user_candidates,
     names_payment,
-    names_product,
     record_candidates,
     slot_candidates,
     slot_schema,
@@ -175,17 +174,11 @@ def _asked_product(facts: TurnFacts, state: SupportState) -> str | None:
     """The store's product the newest text of the open request names (whole name, loosely; or its last word
     when no other product type ends in it): its details answer a question about what the store has (read
     once a turn; a question asked before the identity check is answered after it)."""
-    heads: dict[str, int] = {}
-    for name in state.catalogue:
-        words = name.lower().replace("-", " ").split()
-        if words:
-            heads[words[-1]] = heads.get(words[-1], 0) + 1
+    products = {pid: {"name": name, "product_id": pid} for name, pid in state.catalogue.items()}
     for text in [facts.user_text, *reversed(facts.user_texts)]:  # the newest text of the request that names one
-        for name, pid in state.catalogue.items():
-            words = name.lower().replace("-", " ").split()
-            unique_head = bool(words) and heads.get(words[-1]) == 1
-            if names_product(name, [text]) or (unique_head and names_product(name, [text], head=True)):
-                return pid
+        named = described_items(products, [text])
+        if named:
+            return named[0]
     return None
 
 
