@@ -9,7 +9,9 @@ makes a turn safe in front of several users and several ingress replicas:
   that turn in place (a checkpoint, then the final record), never adds a second;
 * **leases** — one holder per session at a time across processes
   (:class:`SessionLocks` adds an in-process lock in front, so waiters of one
-  replica queue without polling the store);
+  replica queue without polling the store); a store that also offers
+  ``lease_left_s(session_id)`` (seconds the lease has left, None without one)
+  lets a refused turn's Retry-After say when a stopped holder's lease lapses;
 * **idempotency keys** — a key saved with a turn finds that turn again;
 * **one read to start a turn** — :func:`load_turn` reads the owner, the turn of
   an idempotency key and the history in one store call where the store offers
@@ -32,7 +34,7 @@ from pipelines.errors import SessionBusy
 from pipelines.protocols import SessionStore, TurnRecord
 
 __all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store", "TurnLoad", "load_turn",
-           "load_turn_by_calls"]
+           "load_turn_by_calls", "lapsing_lease_s"]
 
 logger = logging.getLogger("tandem.sessions")
 
@@ -73,6 +75,27 @@ class TurnStore(SessionStore, Protocol):
         ...
 
 
+# A lease's time left may be read this much off its run-down during a wait (store round trips, clock steps).
+LEASE_SLACK_S = 0.25
+
+
+def lapsing_lease_s(left_before: float | None, left_after: float | None, waited_s: float,
+                    renew_every_s: float, slack_s: float = LEASE_SLACK_S) -> float | None:
+    """Seconds a lease has left when its holder has stopped renewing it, else None.
+
+    A live holder renews its lease every ``renew_every_s``: over a wait longer
+    than that (plus ``slack_s``) its time left grows back. A lease whose time
+    left only ran down by the time waited (within ``slack_s``) has a holder that
+    stopped — its replica or node is gone — and the session is free when it
+    lapses. None when either reading is missing or the wait was too short to tell.
+    """
+    if left_before is None or left_after is None or waited_s < renew_every_s + slack_s:
+        return None
+    if left_after > left_before - waited_s + slack_s:
+        return None  # renewed during the wait: the holder is alive
+    return max(left_after, 0.0)
+
+
 class Lease:
     """A held session: release it exactly once (``SessionLocks.release``)."""
 
@@ -96,6 +119,12 @@ class SessionLocks:
     ``lease_ttl_s`` in all): a holder that dies with its replica or node stops
     renewing, and the session is free again after ``renew_ttl_s`` instead of a
     whole turn deadline.
+
+    A turn refused after waiting on a lease whose holder did not renew it during
+    the wait (the holder's replica or node is gone) is told when the lease lapses:
+    :class:`SessionBusy` with ``retry_after_s`` and ``details.lease_left_s`` from
+    the store's ``lease_left_s`` (:func:`lapsing_lease_s`); a live holder's
+    refusal keeps the table's default hint.
 
     A release the store cannot take (Redis down or restarting, its lease kept by
     the AOF) is owed: retried in the background with a growing pause (at most
@@ -164,10 +193,13 @@ class SessionLocks:
             raise
         lease = Lease(session_id, holder, lock)
         ttl = self.renew_ttl_s or self.lease_ttl_s
+        first: tuple[float, float | None] | None = None  # (when, time left) at the first refusal
         try:
             while not await self.store.acquire_lease(session_id, holder, ttl):
+                if first is None and self.renew_ttl_s is not None:
+                    first = (self.clock(), await self._lease_left(session_id))
                 if self.clock() - start >= wait_s:
-                    raise busy
+                    raise await self._refusal(session_id, first, busy)
                 await asyncio.sleep(self.poll_s)
         except BaseException:
             lease.released = True
@@ -177,6 +209,32 @@ class SessionLocks:
         if self.renew_ttl_s is not None:
             lease.renewer = asyncio.create_task(self._renew(lease, self.renew_ttl_s))
         return lease
+
+    async def _lease_left(self, session_id: str) -> float | None:
+        """The store's reading of the lease's time left (None: no lease, no such method, or the store failed)."""
+        left = getattr(self.store, "lease_left_s", None)
+        if left is None:
+            return None
+        try:
+            return await left(session_id)
+        except Exception:  # a hint only: the refusal is typed without it
+            return None
+
+    async def _refusal(self, session_id: str, first: tuple[float, float | None] | None,
+                       busy: SessionBusy) -> SessionBusy:
+        """``busy``, told when the lease lapses if its holder stopped renewing it during the wait."""
+        if first is None or self.renew_ttl_s is None:
+            return busy
+        after = await self._lease_left(session_id)
+        left = lapsing_lease_s(first[1], after, self.clock() - first[0], self.renew_ttl_s / 6)
+        if left is None:
+            return busy
+        return SessionBusy(
+            "the turn holding this session stopped (its replica or node is gone); "
+            f"the session is free again in {left:.1f} s",
+            details={**busy.details, "lease_left_s": round(left, 3)},
+            retry_after_s=max(left, 0.1),
+        )
 
     async def _renew(self, lease: Lease, ttl: float) -> None:
         """Keep ``lease`` alive while held, for ``lease_ttl_s`` in all (the bound without renewal)."""

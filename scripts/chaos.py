@@ -78,6 +78,25 @@ class Attempt:
     outcome: str = "running"  # ok | <error code> | untyped | stream_cut | connect_error | hang | disconnected
     executed: bool = False
     retry: int = 0
+    retry_after: float | None = None  # the refusal's Retry-After (HTTP header, gRPC trailer, stream event)
+
+
+# A client's pause before retrying a failed turn: its own backoff, or longer when the refusal says so.
+MAX_RETRY_PAUSE_S = 60.0
+
+
+def retry_pause(a: Attempt, backoff_s: float) -> float:
+    """Seconds to wait before the next try: ``backoff_s``, or the refusal's Retry-After when that is longer
+    (a dead holder's lease tells when it lapses), at most ``MAX_RETRY_PAUSE_S``."""
+    return min(MAX_RETRY_PAUSE_S, max(backoff_s, a.retry_after or 0.0))
+
+
+def _seconds(value: Any) -> float | None:
+    """A Retry-After value (header, trailer or event field) as seconds; None when absent or not a number."""
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass
@@ -169,7 +188,7 @@ class Load:
                     a = await self._turn(sid, kind, step, text, idem, protocol, retry)
                     if a.outcome == "ok":
                         break
-                    await asyncio.sleep(2.0 + retry * 4.0)
+                    await asyncio.sleep(retry_pause(a, 2.0 + retry * 4.0))
                 else:
                     break  # the session gives up (counted in its attempts)
             else:
@@ -200,7 +219,7 @@ class Load:
         for retry in range(1, tries):
             if a.outcome == "ok":
                 break
-            await asyncio.sleep(wait_s)
+            await asyncio.sleep(retry_pause(a, wait_s))
             a = await self._turn(sid, kind, step, text, a.idem, protocol, retry)
         return a
 
@@ -216,6 +235,7 @@ class Load:
                                     headers=headers) as r:
                     if r.status_code != 200:
                         a.outcome = _http_outcome(r.status_code, await r.aread())
+                        a.retry_after = _seconds(r.headers.get("retry-after"))
                         return
                     from serve.loadtest.clients import SSEParser
 
@@ -232,6 +252,7 @@ class Load:
                                     return
                             if ev["type"] == "error":
                                 a.outcome = str(ev.get("code") or "untyped")
+                                a.retry_after = _seconds(ev.get("retry_after_s"))
                             if ev["type"] == "done":
                                 done = ev
                     if done is None:
@@ -271,10 +292,12 @@ class Load:
                             return
                     if ev["type"] == "error":
                         a.outcome = str(ev.get("code") or "untyped")
+                        a.retry_after = _seconds(ev.get("retry_after_s"))
                     if ev["type"] == "done":
                         done = ev
             except grpc.aio.AioRpcError as exc:
                 name = exc.code().name
+                a.retry_after = _seconds(dict(exc.trailing_metadata() or ()).get("retry-after"))
                 if name == "UNAVAILABLE" and a.first_token is None and "connect" in (exc.details() or "").lower():
                     a.outcome = "connect_error"
                 elif name == "DEADLINE_EXCEEDED":

@@ -352,6 +352,11 @@ class RedisSessionStore:
         """Delete the lease if ``holder`` still has it (compare-and-delete in one script)."""
         await self._guard(self._script("release")(keys=[self.lease_key(session_id)], args=[holder]))
 
+    async def lease_left_s(self, session_id: str) -> float | None:
+        """Seconds the session's lease has left (``PTTL``), or None when nobody holds it."""
+        ms = await self._guard(self.client().pttl(self.lease_key(session_id)))
+        return None if ms is None or int(ms) < 0 else int(ms) / 1000.0
+
     async def load_turn_sealed(self, session_id: str, idempotency_key: str | None,
                                limit: int | None) -> tuple[TurnLoad, bytes | None]:
         """Owner, history, vault and the key's turn id in one round trip (MULTI: one snapshot); the keyed

@@ -218,6 +218,11 @@ class SQLiteSessionStore:
             raise
         return free
 
+    def _lease_left(self, session_id: str) -> float | None:
+        row = self._conn().execute("SELECT expires_at FROM leases WHERE session_id=?", (session_id,)).fetchone()
+        left = None if row is None else row[0] - self.clock()
+        return None if left is None or left <= 0 else left
+
     def _release(self, session_id: str, holder: str) -> None:
         self._conn().execute("DELETE FROM leases WHERE session_id=? AND holder=?", (session_id, holder))
 
@@ -296,6 +301,10 @@ class SQLiteSessionStore:
     async def release_lease(self, session_id: str, holder: str) -> None:
         """Drop the lease if ``holder`` still has it."""
         await self._run(self._release, session_id, holder)
+
+    async def lease_left_s(self, session_id: str) -> float | None:
+        """Seconds the session's lease has left, or None when nobody holds it (or it has lapsed)."""
+        return await self._run(self._lease_left, session_id)
 
     async def get_vault(self, session_id: str) -> bytes | None:
         """The session's sealed vault (opaque bytes), or None."""

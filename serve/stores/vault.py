@@ -160,3 +160,7 @@ class RedactingStore:
 
     async def release_lease(self, session_id: str, holder: str) -> None:
         await self.inner.release_lease(session_id, holder)
+
+    async def lease_left_s(self, session_id: str) -> float | None:
+        left = getattr(self.inner, "lease_left_s", None)
+        return None if left is None else await left(session_id)

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from chaos import Attempt, Fault, fault_row, write_verdict  # noqa: E402
+from chaos import MAX_RETRY_PAUSE_S, Attempt, Fault, _seconds, fault_row, retry_pause, write_verdict  # noqa: E402
 
 
 def _a(start, end, outcome, ft=None):
@@ -264,3 +264,24 @@ def test_a_faults_own_clients_run_at_once_on_the_loads_loop_and_come_back_in_ord
         load.loop.call_soon_threadsafe(load.loop.stop)
         t.join(5)
         load.loop.close()
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "backoff", "expected"),
+    [
+        (None, 6.0, 6.0),            # no hint: the client's own backoff
+        (1.0, 6.0, 6.0),             # a shorter hint: never sooner than the backoff
+        (18.4, 6.0, 18.4),           # a dead holder's lease lapses in 18.4 s: wait for it
+        (MAX_RETRY_PAUSE_S, 2.0, MAX_RETRY_PAUSE_S),
+        (MAX_RETRY_PAUSE_S + 0.1, 2.0, MAX_RETRY_PAUSE_S),  # bounded
+    ],
+)
+def test_a_retry_waits_its_backoff_or_the_refusals_retry_after_when_longer(retry_after, backoff, expected):
+    a = _a(0.0, 1.0, "session_busy")
+    a.retry_after = retry_after
+    assert retry_pause(a, backoff) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [("19", 19.0), (2.5, 2.5), (None, None), ("soon", None), ([], None)])
+def test_a_retry_after_value_is_read_as_seconds_or_nothing(value, expected):
+    assert _seconds(value) == expected

@@ -107,6 +107,23 @@ def test_leases_across_two_replicas(redis_server: RedisServer, prefix: str) -> N
     assert asyncio.run(main()) == [True, True, False, False, True]
 
 
+def test_a_leases_time_left_is_its_pttl_and_none_without_a_holder(redis_server: RedisServer, prefix: str) -> None:  # noqa: F811
+    store = RedisSessionStore(redis_server.url, prefix=prefix)
+
+    async def main() -> list:
+        out = [await store.lease_left_s("s")]
+        await store.acquire_lease("s", "ta", 30)
+        out.append(await store.lease_left_s("s"))
+        await store.release_lease("s", "ta")
+        out.append(await store.lease_left_s("s"))
+        await store.aclose()
+        return out
+
+    none, held, released = asyncio.run(main())
+    assert none is None and released is None
+    assert 29.0 < held <= 30.0  # PTTL in ms, read back as seconds
+
+
 def test_turns_of_one_session_are_serialized_across_replicas(redis_server: RedisServer, prefix: str) -> None:  # noqa: F811
     first = TurnRunner(ScriptedPipeline([ReplyDelta(text="slow"), HANG]),
                        RedisSessionStore(redis_server.url, prefix=prefix), lock_wait_s=0.1)

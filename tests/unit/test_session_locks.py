@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.errors import SessionBusy
 from pipelines.protocols import TurnRecord
-from pipelines.sessions import SessionLocks, as_turn_store
+from pipelines.sessions import SessionLocks, as_turn_store, lapsing_lease_s
 
 
 class Leases:
@@ -340,3 +340,102 @@ def test_without_renewal_the_lease_is_taken_for_its_whole_ttl():
 def test_a_renewal_ttl_not_shorter_than_the_lease_is_no_renewal():
     assert SessionLocks(Leases(), lease_ttl_s=20.0, renew_ttl_s=30.0).renew_ttl_s is None
     assert SessionLocks(Leases(), lease_ttl_s=100.0, renew_ttl_s=30.0).renew_ttl_s == 30.0
+
+
+# -- a refusal tells when a stopped holder's lease lapses --------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("before", "after", "waited", "expected"),
+    [
+        (20.0, 14.0, 6.0, 14.0),      # ran down by exactly the wait: the holder stopped
+        (20.0, 14.25, 6.0, 14.25),    # within the slack: still stopped
+        (20.0, 14.26, 6.0, None),     # just past the slack: renewed, the holder is alive
+        (20.0, 29.0, 6.0, None),      # renewed to a fresh TTL
+        (20.0, 14.0, 5.25, 14.0),     # the shortest wait that can tell (one renewal interval + slack)
+        (20.0, 14.0, 5.24, None),     # one step shorter: a live holder may not have renewed yet
+        (None, 14.0, 6.0, None),      # a reading missing: no hint
+        (20.0, None, 6.0, None),
+        (5.0, -1.0, 6.0, 0.0),        # lapsed while reading: free now
+    ],
+)
+def test_a_lease_that_only_ran_down_over_a_renewal_interval_has_a_stopped_holder(before, after, waited, expected):
+    assert lapsing_lease_s(before, after, waited, renew_every_s=5.0, slack_s=0.25) == expected
+
+
+class TimedLeases(Leases):
+    """Leases that lapse on the monotonic clock, with ``lease_left_s`` as Redis's PTTL gives it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.until: dict[str, float] = {}
+
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+        import time
+
+        if self.until.get(session_id, 0.0) <= time.monotonic():
+            self.held.pop(session_id, None)
+        ok = await super().acquire_lease(session_id, holder, ttl_s)
+        if ok:
+            self.until[session_id] = time.monotonic() + ttl_s
+        return ok
+
+    async def lease_left_s(self, session_id: str) -> float | None:
+        import time
+
+        left = self.until.get(session_id, 0.0) - time.monotonic()
+        return left if session_id in self.held and left > 0 else None
+
+
+def test_a_turn_refused_by_a_stopped_holders_lease_is_told_when_it_lapses():
+    async def go() -> SessionBusy:
+        store = TimedLeases()
+        await store.acquire_lease("s", "dead", 3.0)  # taken by a holder that never renews (its node is gone)
+        locks = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)  # renewals every 0.1 s
+        with pytest.raises(SessionBusy) as caught:
+            await locks.acquire("s", "t2", wait_s=0.6)
+        return caught.value
+
+    busy = run(go())
+    # 3 s lease, 0.6 s waited: about 2.4 s left, told in the header and the details
+    assert 1.5 < busy.retry_after_s < 2.5 and busy.details["lease_left_s"] == pytest.approx(busy.retry_after_s, abs=1e-3)
+    assert "stopped" in busy.message
+
+
+def test_a_turn_refused_by_a_live_holder_keeps_the_default_hint():
+    async def go() -> SessionBusy:
+        store = TimedLeases()
+        live = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        lease = await live.acquire("s", "t1", wait_s=1.0)  # renewed every 0.1 s while held
+        waiter = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        try:
+            with pytest.raises(SessionBusy) as caught:
+                await waiter.acquire("s", "t2", wait_s=0.6)
+        finally:
+            await live.release(lease)
+        return caught.value
+
+    busy = run(go())
+    assert busy.retry_after_s == SessionBusy.retry_after_s == 1.0 and "lease_left_s" not in busy.details
+
+
+@pytest.mark.parametrize("reading", ["absent", "raises", "too_short"])
+def test_without_a_reading_the_refusal_keeps_the_default_hint(reading):
+    class Store(TimedLeases):
+        async def lease_left_s(self, session_id: str) -> float | None:
+            if reading == "raises":
+                raise RuntimeError("store down")
+            return await super().lease_left_s(session_id)
+
+    async def go() -> SessionBusy:
+        store = Store()
+        if reading == "absent":
+            store.lease_left_s = None  # a store without the method: getattr finds nothing callable
+        await store.acquire_lease("s", "dead", 3.0)
+        locks = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        wait = 0.05 if reading == "too_short" else 0.6  # shorter than a renewal interval: cannot tell
+        with pytest.raises(SessionBusy) as caught:
+            await locks.acquire("s", "t2", wait_s=wait)
+        return caught.value
+
+    busy = run(go())
+    assert busy.retry_after_s == 1.0 and "lease_left_s" not in busy.details

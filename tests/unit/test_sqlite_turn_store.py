@@ -80,6 +80,21 @@ def test_leases_one_holder_until_release_or_expiry(tmp_path: Path) -> None:
     assert asyncio.run(store.acquire_lease("s", "a", 10)) is True
 
 
+def test_a_leases_time_left_runs_down_with_the_clock_and_is_none_once_lapsed_or_released(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SQLiteSessionStore(tmp_path / "s.db", clock=clock)
+    assert asyncio.run(store.lease_left_s("s")) is None  # nobody holds it
+    asyncio.run(store.acquire_lease("s", "a", 10))
+    assert asyncio.run(store.lease_left_s("s")) == 10.0
+    clock.now += 9.5
+    assert asyncio.run(store.lease_left_s("s")) == 0.5
+    clock.now += 0.5
+    assert asyncio.run(store.lease_left_s("s")) is None  # lapsed at exactly its ttl (as acquire sees it)
+    clock.now -= 5.0
+    asyncio.run(store.release_lease("s", "a"))
+    assert asyncio.run(store.lease_left_s("s")) is None
+
+
 def test_sessions_expire_after_their_ttl_and_are_purged_lazily(tmp_path: Path) -> None:
     clock = Clock()
     store = SQLiteSessionStore(tmp_path / "s.db", ttl_s=100, clock=clock)
