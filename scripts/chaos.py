@@ -297,7 +297,8 @@ class Load:
                         done = ev
             except grpc.aio.AioRpcError as exc:
                 name = exc.code().name
-                a.retry_after = _seconds(dict(exc.trailing_metadata() or ()).get("retry-after"))
+                trailer = _seconds(dict(exc.trailing_metadata() or ()).get("retry-after"))
+                a.retry_after = trailer if trailer is not None else a.retry_after  # else the stream's error event
                 if name == "UNAVAILABLE" and a.first_token is None and "connect" in (exc.details() or "").lower():
                     a.outcome = "connect_error"
                 elif name == "DEADLINE_EXCEEDED":

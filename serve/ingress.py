@@ -26,7 +26,7 @@ from models.llm import SharedModel
 from models.prepare import cache_dir
 from pipelines.domains import load_domain
 from pipelines.errors import NotFound, TandemError, error_class_for_code
-from pipelines.events import TurnAnswer, TurnRequest
+from pipelines.events import ErrorEvent, TurnAnswer, TurnRequest
 from pipelines.registry import Parts, build_pipeline
 from pipelines.sessions import LOCAL_PRINCIPAL
 from pipelines.telemetry import current_trace_id
@@ -79,6 +79,15 @@ def make_store(cfg: StoreConfig) -> Any:
 def _refusal(ev: Any) -> bool:
     """An ``error`` event of a class that refuses turns (as the first event: nothing happened)."""
     return getattr(ev, "type", None) == "error" and error_class_for_code(ev.code).rejects_turn
+
+
+def _retry_hint(exc: TandemError) -> list[Any]:
+    """A refused stream's one message when the refusal has a retry hint: its ``error`` event (code, message,
+    ``retry_after_s``). Ray Serve's proxy drops the trailers of a streaming method that raises, so the
+    ``retry-after`` trailer ``grpc_fail`` sets reaches unary callers only; without a hint, nothing."""
+    if exc.retry_after_s is None:
+        return []
+    return [event_to_proto(ErrorEvent(code=exc.code, message=exc.message, retry_after_s=exc.retry_after_s))]
 
 
 def _answer(events: list[Any]) -> dict[str, Any] | None:
@@ -345,11 +354,17 @@ class TandemIngress(OpenAiIngress):
         try:
             events = await self._grpc_start(request, grpc_context, received)
         except TandemError as exc:
+            refused = exc
+        else:
+            refused = None
+        if refused is not None:
             # A streaming method reports its status by raising after set_code (Ray Serve wraps
             # the exception into a gRPCStatusError carrying the code we set).
-            self._rejected(exc, str(request.session_id), "grpc")
-            grpc_fail(grpc_context, exc, where="grpc StreamTurn")
-            raise
+            self._rejected(refused, str(request.session_id), "grpc")
+            grpc_fail(grpc_context, refused, where="grpc StreamTurn")
+            for hint in _retry_hint(refused):
+                yield hint
+            raise refused
         err_ev = None
         async with contextlib.aclosing(events) as evs:  # type: ignore[type-var]
             first = True
@@ -359,6 +374,8 @@ class TandemIngress(OpenAiIngress):
                     failure = error_class_for_code(ev.code)(ev.message, retry_after_s=ev.retry_after_s)
                     self._rejected(failure, str(request.session_id), "grpc")
                     grpc_fail(grpc_context, failure, where="grpc StreamTurn")
+                    for hint in _retry_hint(failure):
+                        yield hint
                     raise failure
                 first = False
                 yield event_to_proto(ev)
