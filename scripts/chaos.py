@@ -20,7 +20,10 @@ time, each followed by a recovery window:
     same_session     two turns of one session sent at once through two nodes' proxies: one runs, the other
                      waits for it or is refused (session_busy); the stored turns never interleave
 
-A failed turn is retried (at most three times, same ``Idempotency-Key``) as a client would. For each fault:
+A failed turn is retried (at most three times, same ``Idempotency-Key``) as a client would, never sooner than
+the refusal's Retry-After (a ``session_busy`` whose holder died says when its lease lapses). A recovery
+window lasts ``--window-s`` at most; it closes after ``--min-window-s`` once first-token p50 is back within
+1.2x of the baseline and every session the fault failed has settled (``detail.window_s``). For each fault:
 ``in_flight`` (turns running when it hit), ``failed`` (by error code: the error table's rows, or
 ``untyped`` / ``stream_cut`` / ``connect_error`` for what reached the client without our typed error),
 ``untyped``, ``hangs`` (client deadline passed), ``recovery_s`` (fault → end of the first good turn that
@@ -190,7 +193,8 @@ class Load:
                         break
                     await asyncio.sleep(retry_pause(a, 2.0 + retry * 4.0))
                 else:
-                    break  # the session gives up (counted in its attempts)
+                    self.sessions[sid]["gave_up"] = True  # the session gives up (counted in its attempts)
+                    break
             else:
                 self.sessions[sid]["done"] = True
 
@@ -599,6 +603,41 @@ def fault_row(f: Fault, attempts: list[Attempt], t_end: float, baseline_ttft: fl
     }
 
 
+def window_closed(f: Fault, attempts: list[Attempt], sessions: dict[str, dict[str, Any]], now: float,
+                  baseline_ttft: float | None, *, min_s: float, max_s: float) -> bool:
+    """Whether a fault's recovery window is over: always after ``max_s``; after ``min_s`` once first-token p50
+    is back within 1.2× the baseline (:func:`fault_row`'s ``baseline_recovery_s``) and every session the fault
+    failed has settled — its newest attempt succeeded, or it gave up — so no retry of this fault's victims
+    lands in the next fault's window."""
+    elapsed = now - f.t
+    if elapsed >= max_s:
+        return True
+    if elapsed < min_s or not baseline_ttft:
+        return False
+    probe = Fault(f.name, f.t, f.in_flight, dict(f.detail))  # fault_row takes "up_at" out of its detail
+    if fault_row(probe, attempts, now, baseline_ttft)["baseline_recovery_s"] is None:
+        return False
+    newest: dict[str, Attempt] = {}
+    for a in attempts:
+        if a.session_id not in newest or a.start >= newest[a.session_id].start:
+            newest[a.session_id] = a
+    hit = {a.session_id for a in attempts
+           if a.outcome not in ("ok", "disconnected", "running") and (a.end or now) >= f.t}
+    return all(newest[sid].outcome == "ok" or sessions.get(sid, {}).get("gave_up") for sid in hit)
+
+
+def wait_window(f: Fault, load: Load, baseline_ttft: float | None, *, min_s: float, max_s: float,
+                poll_s: float = 2.0) -> float:
+    """Sleep until :func:`window_closed`; the seconds the window lasted."""
+    while True:
+        now = time.monotonic()
+        with load.lock:
+            attempts = list(load.attempts)
+        if window_closed(f, attempts, load.sessions, now, baseline_ttft, min_s=min_s, max_s=max_s):
+            return now - f.t
+        time.sleep(poll_s)
+
+
 async def _get_session(cluster: Any, sid: str) -> dict[str, Any] | None:
     import httpx
 
@@ -761,7 +800,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-every", type=int, default=2,
                    help="every n-th session is a write session (a larger n spreads the writes over the faults)")
     p.add_argument("--baseline-s", type=float, default=60.0)
-    p.add_argument("--window-s", type=float, default=90.0, help="recovery window after each fault")
+    p.add_argument("--window-s", type=float, default=90.0, help="recovery window after each fault, at most")
+    p.add_argument("--min-window-s", type=float, default=20.0,
+                   help="recovery window at least: it closes after this once first-token p50 is back within 1.2x "
+                        "of the baseline and every session the fault failed has settled (= --window-s: fixed)")
     p.add_argument("--turn-timeout-s", type=float, default=240.0, help="a turn longer than this is a hang")
     p.add_argument("--disconnects", type=int, default=2)
     p.add_argument("--redis-down-s", type=float, default=5.0, help="redis_restart: seconds Redis stays down")
@@ -840,7 +882,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # a fault that cannot be injected is reported, not hidden
                 f.detail = {"error": f"{type(exc).__name__}: {exc}"}
             marks.append(f)
-            time.sleep(ns.window_s)
+            f.detail["window_s"] = round(wait_window(f, load, baseline_ttft, min_s=min(ns.min_window_s, ns.window_s),
+                                                     max_s=ns.window_s), 1)
             after(name, cluster, f.detail)
         load.join(timeout=ns.turn_timeout_s * 3 + 30)
         t_end = time.monotonic()

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 def test_quick_chaos_loses_no_write_and_never_hangs(tmp_path):
     cmd = [sys.executable, str(REPO / "scripts" / "chaos.py"), "--quick", "--workers", "2", "--writes", "2",
-           "--baseline-s", "60", "--window-s", "60", "--turn-timeout-s", "180", "--out", str(tmp_path)]
+           "--baseline-s", "30", "--window-s", "60", "--turn-timeout-s", "180", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     report = json.loads((tmp_path / "chaos.json").read_text())

@@ -9,7 +9,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from chaos import MAX_RETRY_PAUSE_S, Attempt, Fault, _seconds, fault_row, retry_pause, write_verdict  # noqa: E402
+from chaos import (  # noqa: E402
+    MAX_RETRY_PAUSE_S,
+    Attempt,
+    Fault,
+    _seconds,
+    fault_row,
+    retry_pause,
+    window_closed,
+    write_verdict,
+)
 
 
 def _a(start, end, outcome, ft=None):
@@ -285,3 +294,48 @@ def test_a_retry_waits_its_backoff_or_the_refusals_retry_after_when_longer(retry
 @pytest.mark.parametrize(("value", "expected"), [("19", 19.0), (2.5, 2.5), (None, None), ("soon", None), ([], None)])
 def test_a_retry_after_value_is_read_as_seconds_or_nothing(value, expected):
     assert _seconds(value) == expected
+
+
+def _s(sid, start, end, outcome, ft=None):
+    a = _a(start, end, outcome, ft)
+    a.session_id = sid
+    return a
+
+
+def _recovered(t0=10.0):
+    """Five good turns after a fault at ``t0`` at the baseline's first token (1.0 s)."""
+    return [_s(f"g{i}", t0 + 1 + i, t0 + 2 + i, "ok", 1.0) for i in range(5)]
+
+
+def test_a_window_closes_after_its_minimum_once_recovered_and_settled():
+    f = Fault("ingress_kill", 10.0)
+    attempts = _recovered()
+    assert not window_closed(f, attempts, {}, 10.0 + 19.9, 1.0, min_s=20, max_s=90)  # one step before min_s
+    assert window_closed(f, attempts, {}, 10.0 + 20.0, 1.0, min_s=20, max_s=90)
+
+
+def test_a_window_stays_open_while_first_token_is_slower_than_1_2x_the_baseline():
+    f = Fault("model_kill", 10.0)
+    slow = [_s(f"g{i}", 11 + i, 12 + i, "ok", 1.3) for i in range(5)]  # 1.3x the baseline
+    assert not window_closed(f, slow, {}, 40.0, 1.0, min_s=20, max_s=90)
+    assert window_closed(f, slow, {}, 100.0, 1.0, min_s=20, max_s=90)  # max_s closes it anyway
+    assert not window_closed(f, slow, {}, 99.9, 1.0, min_s=20, max_s=90)
+    assert not window_closed(f, _recovered(), {}, 40.0, None, min_s=20, max_s=90)  # no baseline: only max_s
+
+
+def test_a_window_waits_for_the_sessions_the_fault_failed_to_settle():
+    f = Fault("node_loss", 10.0)
+    victim = [_s("v", 9.0, 10.5, "stream_cut"), _s("v", 12.0, 22.0, "session_busy")]  # sleeping before a retry
+    before = [_s("w", 1.0, 5.0, "model_unavailable")]  # failed before the fault: not this window's
+    attempts = _recovered() + victim + before
+    assert not window_closed(f, attempts, {}, 40.0, 1.0, min_s=20, max_s=90)
+    assert window_closed(f, attempts + [_s("v", 41.0, 43.0, "ok", 1.0)], {}, 44.0, 1.0, min_s=20, max_s=90)
+    assert window_closed(f, attempts, {"v": {"gave_up": True}}, 40.0, 1.0, min_s=20, max_s=90)
+    running = attempts + [_s("v", 41.0, 0.0, "running")]  # its retry is in flight: not settled yet
+    assert not window_closed(f, running, {}, 42.0, 1.0, min_s=20, max_s=90)
+
+
+def test_a_probe_of_the_window_leaves_the_faults_detail_alone():
+    f = Fault("redis_restart", 10.0, detail={"up_at": 15.0})
+    window_closed(f, _recovered(), {}, 40.0, 1.0, min_s=20, max_s=90)
+    assert f.detail == {"up_at": 15.0}
