@@ -193,6 +193,11 @@ def test_named_items_are_those_of_the_order_in_question():
     facts = TurnFacts(session_id="s", user_text="exchange the mechanical keyboard", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1", "k2"]  # no order named: both stay
+    facts = TurnFacts(session_id="s", user_text="now the t-shirt of order #W1000003 too", state=state)
+    pack.restore(facts)
+    # an order named but not read yet: no item of another order stands in for its t-shirt
+    assert facts.candidates.of("item_id") == [] and "product_id" not in pack.snapshot_values(facts)
+    assert pack.snapshot_values(facts)["order_id"] == "#W1000003"  # Φ reads it first
 
 
 def test_each_wanted_variant_is_paired_with_the_item_of_its_product():

@@ -130,10 +130,13 @@ def _order_in_question(facts: TurnFacts) -> str | None:
 
 
 def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, str]]:
-    """The observed items of the order in question (all observed items when it is unknown or unread)."""
+    """The observed items of the order in question; all observed items when the user named no order. An order
+    named but not read yet has none: an item of another order that the same words describe is never theirs
+    (a change on a second order must not carry the first order's item; Φ reads the named order first)."""
     order = _order_in_question(facts)
-    mine = {i: info for i, info in state.items.items() if order and info.get("order_id") == order}
-    return mine or dict(state.items)
+    if not order:
+        return dict(state.items)
+    return {i: info for i, info in state.items.items() if info.get("order_id") == order}
 
 
 def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
