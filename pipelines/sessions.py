@@ -120,11 +120,13 @@ class SessionLocks:
     renewing, and the session is free again after ``renew_ttl_s`` instead of a
     whole turn deadline.
 
-    A turn refused after waiting on a lease whose holder did not renew it during
-    the wait (the holder's replica or node is gone) is told when the lease lapses:
-    :class:`SessionBusy` with ``retry_after_s`` and ``details.lease_left_s`` from
-    the store's ``lease_left_s`` (:func:`lapsing_lease_s`); a live holder's
-    refusal keeps the table's default hint.
+    A turn whose wait ends on a lease whose holder did not renew it during the
+    wait (the holder's replica or node is gone) waits on for it to lapse when
+    ``acquire``'s ``lapse_within_s`` allows, and runs; otherwise it is told when
+    the lease lapses: :class:`SessionBusy` with ``retry_after_s`` and
+    ``details.lease_left_s`` from the store's ``lease_left_s``
+    (:func:`lapsing_lease_s`). A live holder's refusal keeps the table's default
+    hint.
 
     A release the store cannot take (Redis down or restarting, its lease kept by
     the AOF) is owed: retried in the background with a growing pause (at most
@@ -174,8 +176,12 @@ class SessionLocks:
         """Sessions with a turn running or waiting in this process."""
         return len(self._users)
 
-    async def acquire(self, session_id: str, holder: str, wait_s: float) -> Lease:
-        """Hold the session (see class docstring); raises :class:`SessionBusy` after ``wait_s``."""
+    async def acquire(self, session_id: str, holder: str, wait_s: float, *, lapse_within_s: float = 0.0) -> Lease:
+        """Hold the session (see class docstring); raises :class:`SessionBusy` after ``wait_s``.
+
+        ``lapse_within_s``: when ``wait_s`` is over and the lease's holder has stopped (it did not renew during
+        the wait), wait on for the lease to lapse — once — if it lapses within this many seconds of the start,
+        and take it: the turn runs late instead of being refused (0: never)."""
         lock = self._lock(session_id)
         start = self.clock()
         busy = SessionBusy(
@@ -194,12 +200,19 @@ class SessionLocks:
         lease = Lease(session_id, holder, lock)
         ttl = self.renew_ttl_s or self.lease_ttl_s
         first: tuple[float, float | None] | None = None  # (when, time left) at the first refusal
+        until, extended = start + max(wait_s, 0.0), False
         try:
             while not await self.store.acquire_lease(session_id, holder, ttl):
                 if first is None and self.renew_ttl_s is not None:
                     first = (self.clock(), await self._lease_left(session_id))
-                if self.clock() - start >= wait_s:
-                    raise await self._refusal(session_id, first, busy)
+                now = self.clock()
+                if now >= until:
+                    left = await self._lapsing(session_id, first)
+                    margin = 2 * self.poll_s  # the take after the lapse
+                    if left is not None and not extended and now - start + left + margin <= lapse_within_s:
+                        until, extended = now + left + margin, True
+                        continue
+                    raise self._refusal(left, busy)
                 await asyncio.sleep(self.poll_s)
         except BaseException:
             lease.released = True
@@ -220,13 +233,16 @@ class SessionLocks:
         except Exception:  # a hint only: the refusal is typed without it
             return None
 
-    async def _refusal(self, session_id: str, first: tuple[float, float | None] | None,
-                       busy: SessionBusy) -> SessionBusy:
-        """``busy``, told when the lease lapses if its holder stopped renewing it during the wait."""
+    async def _lapsing(self, session_id: str, first: tuple[float, float | None] | None) -> float | None:
+        """Seconds until the lease lapses when its holder stopped renewing it during the wait, else None."""
         if first is None or self.renew_ttl_s is None:
-            return busy
+            return None
         after = await self._lease_left(session_id)
-        left = lapsing_lease_s(first[1], after, self.clock() - first[0], self.renew_ttl_s / 6)
+        return lapsing_lease_s(first[1], after, self.clock() - first[0], self.renew_ttl_s / 6)
+
+    @staticmethod
+    def _refusal(left: float | None, busy: SessionBusy) -> SessionBusy:
+        """``busy``, told when the lease lapses (``left``) if its holder stopped renewing it."""
         if left is None:
             return busy
         return SessionBusy(

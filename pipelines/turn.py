@@ -281,7 +281,10 @@ class TurnRunner:
         timeout = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
         try:
             async with asyncio.timeout_at(deadline):
-                lease = await self.locks.acquire(t.session_id, t.turn_id, min(self.lock_wait_s, self.deadline_s))
+                # a stopped holder's lease (its replica or node is gone) is waited out if it lapses within half
+                # the turn's budget: the turn runs late rather than being refused
+                lease = await self.locks.acquire(t.session_id, t.turn_id, min(self.lock_wait_s, self.deadline_s),
+                                                 lapse_within_s=self.deadline_s / 2)
         except TimeoutError:
             raise timeout from None
         try:

@@ -439,3 +439,79 @@ def test_without_a_reading_the_refusal_keeps_the_default_hint(reading):
 
     busy = run(go())
     assert busy.retry_after_s == 1.0 and "lease_left_s" not in busy.details
+
+
+def test_a_stopped_holders_lease_that_lapses_within_the_bound_is_waited_out_and_taken():
+    async def go() -> tuple[str, float]:
+        import time
+
+        store = TimedLeases()
+        await store.acquire_lease("s", "dead", 1.5)  # a holder that never renews
+        locks = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        t0 = time.monotonic()
+        lease = await locks.acquire("s", "t2", wait_s=0.6, lapse_within_s=5.0)
+        took = time.monotonic() - t0
+        held = store.held["s"]
+        await locks.release(lease)
+        return held, took
+
+    held, took = run(go())
+    assert held == "t2" and took >= 1.4  # taken once the dead holder's lease lapsed, not before
+
+
+@pytest.mark.parametrize("lapse_within_s", [0.0, 1.0])
+def test_a_stopped_holders_lease_that_lapses_past_the_bound_is_refused_with_its_hint(lapse_within_s):
+    async def go() -> SessionBusy:
+        store = TimedLeases()
+        await store.acquire_lease("s", "dead", 3.0)  # lapses about 3 s after the start: past either bound
+        locks = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        with pytest.raises(SessionBusy) as caught:
+            await locks.acquire("s", "t2", wait_s=0.6, lapse_within_s=lapse_within_s)
+        return caught.value
+
+    busy = run(go())
+    assert 1.5 < busy.retry_after_s < 2.5 and "lease_left_s" in busy.details
+
+
+def test_a_live_holder_is_never_waited_out_past_wait_s():
+    async def go() -> tuple[SessionBusy, float]:
+        import time
+
+        store = TimedLeases()
+        live = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        lease = await live.acquire("s", "t1", wait_s=1.0)
+        waiter = SessionLocks(store, lease_ttl_s=10.0, renew_ttl_s=0.6, poll_s=0.02)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(SessionBusy) as caught:
+                await waiter.acquire("s", "t2", wait_s=0.6, lapse_within_s=30.0)
+        finally:
+            waited = time.monotonic() - t0
+            await live.release(lease)
+        return caught.value, waited
+
+    busy, waited = run(go())
+    assert busy.retry_after_s == 1.0 and waited < 2.0  # refused at wait_s: a live turn may run for long
+
+
+def test_the_turn_runner_waits_out_a_stopped_holder_within_half_its_deadline():
+    from pipelines.events import ReplyDelta, TurnRequest
+    from pipelines.turn import TurnRunner
+    from tests.doubles import InMemorySessionStore, ScriptedPipeline
+
+    seen: list[dict] = []
+    runner = TurnRunner(ScriptedPipeline([ReplyDelta(text="x")]), InMemorySessionStore(), deadline_s=40,
+                        lock_wait_s=10)
+    real = runner.locks.acquire
+
+    async def spy(session_id, holder, wait_s, **kw):
+        seen.append({"wait_s": wait_s, **kw})
+        return await real(session_id, holder, wait_s, **kw)
+
+    runner.locks.acquire = spy
+
+    async def go() -> list:
+        return [ev async for ev in runner.run("s", TurnRequest(text="hi"), trace_id="t")]
+
+    assert run(go())[-1].type == "done"
+    assert seen == [{"wait_s": 10, "lapse_within_s": 20.0}]
