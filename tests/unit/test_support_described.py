@@ -3,6 +3,8 @@ the support pack's narrowing, and the Φ chain that reads the named item's produ
 
 from __future__ import annotations
 
+import pytest
+
 from pipelines.domains.support.candidates import (
     described_items,
     described_payment_methods,
@@ -470,3 +472,71 @@ def test_the_order_the_user_named_is_the_only_order_a_card_may_carry():
     facts = TurnFacts(session_id="s", user_text="order #W9999999 please", state=state)
     pack.restore(facts)  # not one of theirs: nothing narrowed here (ownership refuses it elsewhere)
     assert facts.candidates.of("order_id")[:3] == ["#W1000001", "#W1000002", "#W1000003"]
+
+
+@pytest.mark.parametrize(("texts", "expected"), [
+    (["return all the items of order #W1000001"], True),
+    (["I want to return everything"], True),
+    (["everything, please"], True),
+    (["return everything not associated with gaming"], False),
+    (["cancel or return everything associated with it"], False),
+    (["all the things except the lamp"], False),
+    (["everything that is not broken"], False),
+    (["everything related to my old hobby"], False),
+    (["everything but the kettle"], False),
+    (["everything other than the shoes"], False),
+    (["return everything not associated with it", "actually, all the items"], True),  # one unnarrowed ask
+    (["return the lamp"], False),
+])
+def test_all_the_items_is_every_item_only_when_nothing_narrows_it(texts, expected):
+    from pipelines.domains.support.pack import says_all_items
+
+    assert says_all_items(texts) is expected
+
+
+SHIRTS = {
+    "a": {"options": {"color": "black", "size": "XXL", "material": "cotton", "style": "crew neck"}, "available": True},
+    "b": {"options": {"color": "blue", "size": "S", "material": "cotton", "style": "v-neck"}, "available": True},
+    "c": {"options": {"color": "purple", "size": "S", "material": "polyester", "style": "v-neck"}, "available": True},
+    "d": {"options": {"color": "black", "size": "XXL", "material": "polyester", "style": "v-neck"}, "available": True},
+    "e": {"options": {"color": "purple", "size": "XXL", "material": "polyester", "style": "v-neck"},
+          "available": True},
+}
+FIRST_CHANGE = ("I'd like to change the T-Shirt (color black, size XXL, material cotton, style crew neck) to color "
+                "purple, size S, material polyester, style v-neck.")
+
+
+def test_a_variant_is_fully_described_only_by_every_value_in_one_text():
+    from pipelines.domains.support.candidates import fully_described
+
+    assert fully_described(SHIRTS["a"], [FIRST_CHANGE]) is True
+    assert fully_described(SHIRTS["a"], ["black, XXL, cotton"]) is False  # one value missing
+    assert fully_described(SHIRTS["a"], ["black, XXL", "cotton, crew neck"]) is False  # not in one text
+    assert fully_described({"options": {"color": "black"}}, ["black"]) is False  # one value is no description
+    assert fully_described(None, [FIRST_CHANGE]) is False
+
+
+def test_what_the_user_has_in_another_order_names_no_wish_for_this_item():
+    # "b" is held in the second order; the text described "a" (held in the first order) and the wish "c"
+    # without it, black, XXL and crew neck read as wishes: a three-way tie, none of them the wish
+    assert described_variants(SHIRTS, ["b"], [FIRST_CHANGE]) == ["a", "d", "e"]
+    assert described_variants(SHIRTS, ["b"], [FIRST_CHANGE], described=["a"]) == ["c"]
+    # described values are no wish but never kept ones: "e" (XXL of "a") keeps less of "b" than "c" does
+    assert described_variants(SHIRTS, ["b"], ["purple, polyester please"], described=["a"]) == ["c"]
+    assert described_variants(SHIRTS, ["b"], ["black and XXL please"], described=["a"]) == []  # only theirs: none
+
+
+def test_a_second_orders_change_reads_past_the_first_orders_description():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    state = {"authenticated_user_id": "u",
+             "items": {"a": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000001"},
+                       "b": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000002"}},
+             "variants": {"pt": SHIRTS}}
+    facts = TurnFacts(session_id="s", user_text="I'd like to change items in order #W1000002.",
+                      user_texts=[FIRST_CHANGE, "yes"], state=state)
+    args = {"order_id": "#W1000002", "item_ids": ["b"], "new_item_ids": ["d"], "payment_method_id": "p"}
+    assert pack.arrange("modify_pending_order_items", args, facts)["new_item_ids"] == ["c"]
+    assert pack.undecided("modify_pending_order_items", {**args, "new_item_ids": ["c"]}, facts) is None

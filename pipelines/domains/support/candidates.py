@@ -366,8 +366,14 @@ def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tupl
     return moved
 
 
+def fully_described(variant: Mapping[str, Any] | None, texts: Iterable[str]) -> bool:
+    """Whether one of ``texts`` names every option value of ``variant`` (at least two: a whole description)."""
+    values = [str(x) for x in ((variant or {}).get("options") or {}).values()]
+    return len(values) >= 2 and any(all(appears_in(x, [t]) for x in values) for t in texts)
+
+
 def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],
-                       texts: Iterable[str]) -> list[str]:
+                       texts: Iterable[str], *, described: Iterable[str] = ()) -> list[str]:
     """The available variants the user's words describe, as a change of ``current`` (the variant ids held now).
 
     A variant qualifies when it is available, is not held now, and the user named at least one of its
@@ -379,9 +385,15 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     many option values they
     keep of the held item ("the same one but clicky"); a superlative price keeps only the extreme price
     among them. Every variant tied at the top is returned (one: the change is determined; several: the
-    user is asked which; none: nothing described yet)."""
+    user is asked which; none: nothing described yet).
+
+    ``described``: other variants the user holds and described as what they have (another order's item): their
+    option values name no wish either, unless the held item has them too."""
     texts, held = list(texts), [c for c in current if c in variants]
     kept_values = {normalize_value(v) for c in held for v in (variants[c].get("options") or {}).values()}
+    theirs = {normalize_value(v) for c in described if c in variants and c not in held
+              for v in (variants[c].get("options") or {}).values()}  # values of what they have elsewhere
+    no_wish = kept_values | theirs
     comps, price = (comparatives(texts), price_wanted(texts)) if len(held) == 1 else ([], None)
     scored: list[tuple[tuple[int, int], str]] = []
     for vid, v in variants.items():
@@ -392,9 +404,9 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         moved = _moves(variants[held[0]], v, comps, price) if held else 0
         if moved is None:
             continue  # against what the user asked ("bigger", "cheaper")
-        if not moved and not any(normalize_value(x) not in kept_values for x in named):
+        if not moved and not any(normalize_value(x) not in no_wish for x in named):
             continue
-        changed = [x for x in named if normalize_value(x) not in kept_values]  # a restated held value is no wish
+        changed = [x for x in named if normalize_value(x) not in no_wish]  # a restated held value is no wish
         scored.append(((len(changed) + moved, sum(normalize_value(x) in kept_values for x in values)), vid))
     if not scored:
         return []

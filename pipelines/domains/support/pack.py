@@ -41,6 +41,7 @@ from .candidates import (
     described_payment_methods,
     described_variants,
     extract_user_candidates,
+    fully_described,
     names_payment,
     record_candidates,
     slot_candidates,
@@ -117,6 +118,15 @@ def support_rule_tables() -> dict[str, Any]:
 
 
 _ALL_ITEMS = re.compile(r"\b(all (the |of the |my )?(items|things|products|of them|of it)|everything)\b", re.I)
+# "all the items" narrowed by what follows ("everything not associated with it", "all the things except the
+# lamp", "everything related to gaming") names a part the user has not said: which items is asked.
+_RESTRICTED = re.compile(r"\s*(?:(?:that|which) (?:is|are|was|were) )?(?:not\b|except\b|but\b|apart from\b|other than\b|"
+                         r"besides\b|associated\b|related\b|connected\b|linked\b|to do with\b)", re.I)
+
+
+def says_all_items(texts: Sequence[str]) -> bool:
+    """Whether the user asked for every item ("all the items", "everything") without narrowing it."""
+    return any(not _RESTRICTED.match(t[m.end():]) for t in texts for m in _ALL_ITEMS.finditer(t))
 
 
 def _order_in_question(facts: TurnFacts) -> str | None:
@@ -157,16 +167,23 @@ def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
     texts = [*facts.user_texts, facts.user_text]
     scoped = _scoped_items(facts, state)
     named = described_items(scoped, texts)
-    if not named and _ALL_ITEMS.search(" ".join(texts)) and _order_in_question(facts):
+    if not named and says_all_items(texts) and _order_in_question(facts):
         named = list(scoped)  # "all the items of the order"
     return named
 
 
 def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
-    """The variants the user's words describe as the change of ``item`` (several: a tie; none: not said)."""
+    """The variants the user's words describe as the change of ``item`` (several: a tie; none: not said). Another
+    item of the same product the user holds and described in full in one text ("change the T-Shirt (black, XXL,
+    cotton, crew neck) to …" about an earlier order) is what they have: its values name no wish for ``item``."""
     pid = state.items.get(item, {}).get("product_id")
     variants = state.variants.get(str(pid)) if pid else None
-    return described_variants(variants, [item], [*facts.user_texts, facts.user_text]) if variants else []
+    if not variants:
+        return []
+    texts = [*facts.user_texts, facts.user_text]
+    described = [i for i, info in state.items.items()
+                 if i != item and info.get("product_id") == pid and fully_described(variants.get(i), texts)]
+    return described_variants(variants, [item], texts, described=described)
 
 
 def _options_text(options: Mapping[str, Any]) -> str:
