@@ -540,3 +540,39 @@ def test_a_second_orders_change_reads_past_the_first_orders_description():
     args = {"order_id": "#W1000002", "item_ids": ["b"], "new_item_ids": ["d"], "payment_method_id": "p"}
     assert pack.arrange("modify_pending_order_items", args, facts)["new_item_ids"] == ["c"]
     assert pack.undecided("modify_pending_order_items", {**args, "new_item_ids": ["c"]}, facts) is None
+
+
+def test_the_newest_text_that_names_a_payment_method_decides():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"payment_method_id": list(METHODS)}, "record")  # the user's methods, as read
+    state = {"authenticated_user_id": "u", "payment_methods": METHODS, "records": records.model_dump()}
+
+    def named(text: str, before: list[str]) -> list[str]:
+        facts = TurnFacts(session_id="s", user_text=text, user_texts=before, state=state)
+        pack.restore(facts)
+        return facts.candidates.of("payment_method_id")
+
+    assert named("Please use my PayPal account.", ["use my credit card ending in 9922"]) == ["paypal_4"]
+    assert named("yes", ["use my credit card ending in 9922"]) == ["credit_card_2"]  # nothing newer names one
+    assert named("refund it to my gift card or PayPal", []) == ["gift_card_3", "paypal_4"]  # one text, both
+    assert named("hello", []) == []
+
+
+def test_a_refusal_the_user_can_mend_by_another_payment_method_asks_for_it():
+    from pipelines.domain import ForwardContract
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    contract = ForwardContract.model_construct(user_state={"order.#W1.status": "delivered"})
+    line = pack.refusal_line({"entity": "#W1", "reason": "refund_method_not_allowed"}, "Return items", contract)
+    assert line == ("I can't return items for order #W1: the refund can only go to the original payment method "
+                    "or a gift card: which should it go to?")
+    for reason in ("same_payment_method", "payment_method_not_found", "insufficient_gift_card_balance"):
+        assert pack.refusal_line({"entity": "#W1", "reason": reason}, "Change payment", contract).endswith("?")
+    line = pack.refusal_line({"entity": "#W1", "reason": "order_not_pending"}, "Cancel order", contract)
+    assert line == ("I can't cancel order for order #W1: only a pending order can be changed or cancelled, and "
+                    "this one is delivered.")

@@ -172,6 +172,17 @@ def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
     return named
 
 
+def _named_payment(facts: TurnFacts, state: SupportState) -> list[str]:
+    """The payment methods the newest user text that names any describes (by kind, brand, digits or id)."""
+    typed = facts.candidates.of("payment_method_id")
+    for text in [facts.user_text, *reversed(facts.user_texts)]:
+        named = described_payment_methods(state.payment_methods or {}, [text]) + [
+            p for p in typed if appears_in(p, [text])]
+        if named:
+            return list(dict.fromkeys(named))
+    return []
+
+
 def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
     """The variants the user's words describe as the change of ``item`` (several: a tie; none: not said). Another
     item of the same product the user holds and described in full in one text ("change the T-Shirt (black, XXL,
@@ -222,10 +233,9 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
         wanted += described_variants(variants, mine, texts)
     if state.variants:
         facts.candidates.keep("new_item_id", wanted)
-    # a payment method is the user's to state: never one merely on record (the order's, the profile's)
-    facts.candidates.keep("payment_method_id",
-                          described_payment_methods(state.payment_methods or {}, texts)
-                          + [p for p in facts.candidates.of("payment_method_id") if appears_in(p, texts)])
+    # a payment method is the user's to state: never one merely on record (the order's, the profile's); the
+    # newest text that names one decides ("use my PayPal instead" after a refused card)
+    facts.candidates.keep("payment_method_id", _named_payment(facts, state))
 
 
 class SupportPack:
@@ -418,12 +428,13 @@ class SupportPack:
         return out + self.lead_lines(facts, contract)
 
     def refusal_line(self, refusal: Mapping[str, Any], title: str, contract: ForwardContract) -> str:
-        """"I can't <title> for order <id>: <why>." with the order's observed status."""
+        """"I can't <title> for order <id>: <why>." with the order's observed status; a refusal the user can mend
+        by another choice (a payment method) ends with the question that asks for it."""
         oid = refusal.get("entity") or ""
         status = contract.user_state.get(f"order.{oid}.status", "not eligible")
         why = _fmt(self.texts.refusals.get(str(refusal.get("reason")), ""), status=status) or "it is not allowed here"
         where = f" for order {oid}" if oid else ""
-        return f"I can't {title.lower()}{where}: {why}."
+        return f"I can't {title.lower()}{where}: {why}" + ("" if why.endswith("?") else ".")
 
     def executed_lines(self, action: EligibleAction, contract: ForwardContract) -> list[str]:
         """Done (an order change, or a profile change), then the states of the orders observed."""

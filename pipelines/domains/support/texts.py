@@ -45,11 +45,13 @@ REFUSALS: dict[str, str] = {
     "same_item": "the new option is the same as the current one",
     "variant_unavailable": "that option is not available right now",
     "variant_not_in_product": "an item can only be swapped for an option of the same product",
-    "same_payment_method": "the order is already paid with that method",
-    "payment_method_not_found": "that payment method is not on your account",
-    "insufficient_gift_card_balance": "the gift card balance does not cover the amount",
+    "same_payment_method": "the order is already paid with that method: which other one should I use?",
+    "payment_method_not_found": "that payment method is not on your account: which of yours should I use?",
+    "insufficient_gift_card_balance": "the gift card balance does not cover the amount: which other payment method "
+                                      "should I use?",
     "payment_history_not_single": "the payment of this order cannot be moved",
-    "refund_method_not_allowed": "the refund can only go to the original payment method or a gift card",
+    "refund_method_not_allowed": "the refund can only go to the original payment method or a gift card: which "
+                                 "should it go to?",
     "not_authenticated": "I need to verify your identity first",
     "other_user": "another account is already verified in this conversation",
     "not_confirmed": "I need your explicit yes before I make a change",
