@@ -506,14 +506,17 @@ FIRST_CHANGE = ("I'd like to change the T-Shirt (color black, size XXL, material
                 "purple, size S, material polyester, style v-neck.")
 
 
-def test_a_variant_is_fully_described_only_by_every_value_in_one_text():
-    from pipelines.domains.support.candidates import fully_described
+def test_the_description_that_ends_first_in_a_change_is_what_the_user_had():
+    from pipelines.domains.support.candidates import described_as_had
 
-    assert fully_described(SHIRTS["a"], [FIRST_CHANGE]) is True
-    assert fully_described(SHIRTS["a"], ["black, XXL, cotton"]) is False  # one value missing
-    assert fully_described(SHIRTS["a"], ["black, XXL", "cotton, crew neck"]) is False  # not in one text
-    assert fully_described({"options": {"color": "black"}}, ["black"]) is False  # one value is no description
-    assert fully_described(None, [FIRST_CHANGE]) is False
+    assert described_as_had(SHIRTS, "a", [FIRST_CHANGE]) is True  # "(black, XXL, cotton, crew neck) to ..."
+    assert described_as_had(SHIRTS, "c", [FIRST_CHANGE]) is False  # the wish: described after it
+    assert described_as_had(SHIRTS, "a", ["my black XXL cotton crew neck one"]) is False  # alone: neither
+    assert described_as_had(SHIRTS, "a", ["black, XXL, cotton", "to purple, S, polyester, v-neck"]) is False
+    assert described_as_had(SHIRTS, "a", ["black XXL cotton to purple S polyester v-neck"]) is False  # not whole
+    assert described_as_had({"a": {"options": {"color": "black"}}, "b": {"options": {"color": "blue"}}}, "a",
+                            ["black to blue"]) is False  # one value is no description
+    assert described_as_had(SHIRTS, "zz", [FIRST_CHANGE]) is False
 
 
 def test_what_the_user_has_in_another_order_names_no_wish_for_this_item():
@@ -531,15 +534,20 @@ def test_a_second_orders_change_reads_past_the_first_orders_description():
     from pipelines.domains import load_domain
 
     pack = load_domain("support")
+    # the first order read again after its change: it holds "c" now, beside "a" as first read
     state = {"authenticated_user_id": "u",
              "items": {"a": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000001"},
+                       "c": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000001"},
                        "b": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000002"}},
              "variants": {"pt": SHIRTS}}
-    facts = TurnFacts(session_id="s", user_text="I'd like to change items in order #W1000002.",
-                      user_texts=[FIRST_CHANGE, "yes"], state=state)
     args = {"order_id": "#W1000002", "item_ids": ["b"], "new_item_ids": ["d"], "payment_method_id": "p"}
-    assert pack.arrange("modify_pending_order_items", args, facts)["new_item_ids"] == ["c"]
-    assert pack.undecided("modify_pending_order_items", {**args, "new_item_ids": ["c"]}, facts) is None
+    second = "I'd like to change items in order #W1000002."
+    restated = ("I'd like to change the T-Shirt (color blue, size S, material cotton, style v-neck) to color purple, "
+                "size S, material polyester, style v-neck.")
+    for text, before in ((second, [FIRST_CHANGE, "yes"]), (restated, [FIRST_CHANGE, "yes", second])):
+        facts = TurnFacts(session_id="s", user_text=text, user_texts=before, state=state)
+        assert pack.arrange("modify_pending_order_items", args, facts)["new_item_ids"] == ["c"], text
+        assert pack.undecided("modify_pending_order_items", {**args, "new_item_ids": ["c"]}, facts) is None
 
 
 def test_the_newest_text_that_names_a_payment_method_decides():

@@ -366,10 +366,31 @@ def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tupl
     return moved
 
 
-def fully_described(variant: Mapping[str, Any] | None, texts: Iterable[str]) -> bool:
-    """Whether one of ``texts`` names every option value of ``variant`` (at least two: a whole description)."""
-    values = [str(x) for x in ((variant or {}).get("options") or {}).values()]
-    return len(values) >= 2 and any(all(appears_in(x, [t]) for x in values) for t in texts)
+def _described_end(variant: Mapping[str, Any] | None, text: str) -> int | None:
+    """Where the description of ``variant`` in ``text`` ends (the first mention of its last-named option value),
+    or None unless the text names every one of its option values (at least two: a whole description)."""
+    values = [normalize_value(x) for x in ((variant or {}).get("options") or {}).values()]
+    if len(values) < 2:
+        return None
+    norm, ends = normalize_value(text), []
+    for v in values:
+        m = re.search(r"(?<![\w])(?<!\w['’])" + re.escape(v) + r"(?![\w])", norm) if v else None
+        if m is None:
+            return None
+        ends.append(m.end())
+    return max(ends)
+
+
+def described_as_had(variants: Mapping[str, Mapping[str, Any]], vid: str, texts: Iterable[str]) -> bool:
+    """Whether one of ``texts`` describes variant ``vid`` in full and then another variant in full — "change the
+    T-Shirt (black, XXL, cotton, crew neck) to purple, S, polyester, v-neck": the description that ends first is
+    what the user has, the other what they want. A lone description is not read as either."""
+    for t in texts:
+        mine = _described_end(variants.get(vid), t)
+        if mine is not None and any(
+                (end := _described_end(v, t)) is not None and end > mine for w, v in variants.items() if w != vid):
+            return True
+    return False
 
 
 def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],

@@ -37,11 +37,11 @@ from .candidates import (
     ARG_KINDS,
     FIXED_CANDIDATES,
     OPTIONAL_EMPTY,
+    described_as_had,
     described_items,
     described_payment_methods,
     described_variants,
     extract_user_candidates,
-    fully_described,
     names_payment,
     record_candidates,
     slot_candidates,
@@ -185,15 +185,15 @@ def _named_payment(facts: TurnFacts, state: SupportState) -> list[str]:
 
 def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
     """The variants the user's words describe as the change of ``item`` (several: a tie; none: not said). Another
-    item of the same product the user holds and described in full in one text ("change the T-Shirt (black, XXL,
-    cotton, crew neck) to …" about an earlier order) is what they have: its values name no wish for ``item``."""
+    item of the same product the user holds and described as what they had in a change ("change the T-Shirt
+    (black, XXL, cotton, crew neck) to …" about an earlier order) names no wish for ``item``."""
     pid = state.items.get(item, {}).get("product_id")
     variants = state.variants.get(str(pid)) if pid else None
     if not variants:
         return []
     texts = [*facts.user_texts, facts.user_text]
     described = [i for i, info in state.items.items()
-                 if i != item and info.get("product_id") == pid and fully_described(variants.get(i), texts)]
+                 if i != item and info.get("product_id") == pid and described_as_had(variants, i, texts)]
     return described_variants(variants, [item], texts, described=described)
 
 
