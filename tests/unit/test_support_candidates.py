@@ -118,3 +118,18 @@ def test_sub_intent_prior(text, intent, allowed):
     from pipelines.domains.support.labels import sub_intent_prior
 
     assert sub_intent_prior(text, intent) == allowed
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # an item described in parentheses asks for nothing: the request it answers goes on
+    ("It's order #W5490111. It's the Mechanical Keyboard (switch type linear, backlight none, size 80%).", None),
+    ("It's the Mechanical Keyboard with switch type linear and size 80%", None),  # "switch type": an option
+    ("I'd like to change the T-Shirt (color black, size XXL) to color purple, size S", ["exchange", "modify"]),
+    ("I want to switch to a bigger size", ["exchange", "modify"]),  # "switch" the verb still cues
+    ("please cancel it (I no longer need it)", ["cancel"]),
+    ("(please cancel it)", ["cancel"]),  # a text that is all aside is read whole
+])
+def test_cues_ignore_asides_in_parentheses_and_the_switch_type_option(text, expected):
+    from pipelines.domains.support.labels import intent_prior
+
+    assert intent_prior(text) == expected

@@ -88,8 +88,11 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("return", re.compile(r"\b(return(?:ing)?\b(?!\s+policy)|send (?:it|them|this|these) back)", re.I)),
     ("exchange", re.compile(r"\b(exchang\w*|swap\w*)\b", re.I)),
     # changing an item's options is an exchange or a modification: which one is the order's state, not the words
-    ("exchange", re.compile(r"\b(change|switch)\w*\b.{0,40}\b(size|colou?r|items?|options?)\b", re.I)),
-    ("modify", re.compile(r"\b(change|modify|update|switch|edit)\w*\b.{0,40}\b(address|payment|size|colou?r|"
+    # ("switch type" is a keyboard's option, not a verb)
+    ("exchange", re.compile(r"\b(change\w*|switch(?!\s+type\b)\w*)\b.{0,40}\b(size|colou?r|items?|options?)\b",
+                            re.I)),
+    ("modify", re.compile(r"\b(change\w*|modify\w*|update\w*|switch(?!\s+type\b)\w*|edit\w*)\b.{0,40}"
+                          r"\b(address|payment|size|colou?r|"
                           r"items?|options?|order|shipping)\b", re.I)),
     ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
     ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
@@ -104,13 +107,21 @@ GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|thank
                       r"|^\W*(\w+'?\w*\W+){0,3}(thanks?|thank you|thx|bye|goodbye)\W*$", re.I)
 
 
+def _cue_text(text: str) -> str:
+    """The words cues are matched on: placeholders ([EMAIL_1]…) and asides in parentheses removed — "the
+    keyboard (switch type linear, size 80%)" describes an item, it asks for nothing (a text that is all aside is
+    read whole)."""
+    text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
+    outside = re.sub(r"\([^()]*\)", " ", text)
+    return outside if re.search(r"\w", outside) else text
+
+
 def intent_prior(text: str) -> list[str] | None:
     """The intents the text's cues allow, in label order; ``None`` when no cue fires (any intent).
 
-    A greeting with no other cue allows ``greeting`` alone; cues are matched on the
-    text with placeholders ([EMAIL_1]…) removed.
+    A greeting with no other cue allows ``greeting`` alone; cues are matched on :func:`_cue_text`.
     """
-    text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
+    text = _cue_text(text)
     hits = {intent for intent, rx in INTENT_CUES if rx.search(text)}
     if not hits and GREETING.search(text):
         return ["greeting"]
@@ -150,7 +161,7 @@ def sub_intent_prior(text: str, intent: str) -> list[str] | None:
     cues = SUB_INTENT_CUES.get(intent)
     if not cues:
         return None
-    text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
+    text = _cue_text(text)
     hits = {sub for sub, rx in cues if rx.search(text)}
     if not hits and intent in OPEN_WITHOUT_CUE:
         return None
