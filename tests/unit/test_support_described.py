@@ -548,6 +548,12 @@ def test_a_second_orders_change_reads_past_the_first_orders_description():
         facts = TurnFacts(session_id="s", user_text=text, user_texts=before, state=state)
         assert pack.arrange("modify_pending_order_items", args, facts)["new_item_ids"] == ["c"], text
         assert pack.undecided("modify_pending_order_items", {**args, "new_item_ids": ["c"]}, facts) is None
+        records = CandidateSet()
+        records.add_all({"item_id": ["a", "b", "c"], "new_item_id": list(SHIRTS)}, "record")
+        facts = TurnFacts(session_id="s", user_text=text, user_texts=before,
+                          state={**state, "records": records.model_dump()})
+        pack.restore(facts)  # the card's candidates say the same: the wish alone, for the second order's item
+        assert facts.candidates.of("item_id") == ["b"] and facts.candidates.of("new_item_id") == ["c"], text
 
 
 def test_the_newest_text_that_names_a_payment_method_decides():

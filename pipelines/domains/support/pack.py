@@ -192,9 +192,15 @@ def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
     if not variants:
         return []
     texts = [*facts.user_texts, facts.user_text]
-    described = [i for i, info in state.items.items()
-                 if i != item and info.get("product_id") == pid and described_as_had(variants, i, texts)]
-    return described_variants(variants, [item], texts, described=described)
+    return described_variants(variants, [item], texts, described=_had(state, str(pid), variants, [item], texts))
+
+
+def _had(state: SupportState, pid: str, variants: Mapping[str, Any], mine: Sequence[str],
+         texts: Sequence[str]) -> list[str]:
+    """The user's other items of product ``pid`` (not ``mine``) their words described as what they had in a
+    change (:func:`.candidates.described_as_had`): what they name is no wish for ``mine``."""
+    return [i for i, info in state.items.items()
+            if i not in mine and info.get("product_id") == pid and described_as_had(variants, i, texts)]
 
 
 def _options_text(options: Mapping[str, Any]) -> str:
@@ -230,7 +236,7 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
     wanted: list[str] = []
     for pid, variants in state.variants.items():
         mine = [i for i in held if state.items.get(i, {}).get("product_id") == pid]
-        wanted += described_variants(variants, mine, texts)
+        wanted += described_variants(variants, mine, texts, described=_had(state, pid, variants, mine, texts))
     if state.variants:
         facts.candidates.keep("new_item_id", wanted)
     # a payment method is the user's to state: never one merely on record (the order's, the profile's); the
