@@ -407,6 +407,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["first_token_ms"]["box"] = f"{os.cpu_count()}-core, load {os.getloadavg()[0]:.1f}"
     finally:
         shutdown_local(shm_held_by(descendants(os.getpid())), shm_before)
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)  # the app's stores, world and events: the result is under --out
     return result
 
 

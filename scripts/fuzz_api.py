@@ -234,13 +234,26 @@ async def grpc_inprocess(ingress: Any, method: str, req: Any, md: dict[str, str]
 
 
 def run_inprocess(http_examples: int, grpc_examples: int, seed: int = 0) -> dict[str, Any]:
-    """The in-process fuzz run (see module docstring); returns the totals."""
+    """The in-process fuzz run (see module docstring); returns the totals. Its work folder is removed after."""
+    work = Path(tempfile.mkdtemp(prefix="tandem-fuzz-"))
+    own_cache = "TANDEM_CACHE" not in os.environ
+    if own_cache:
+        os.environ["TANDEM_CACHE"] = str(work / "cache")
+    try:
+        return _inprocess(work, http_examples, grpc_examples, seed)
+    finally:
+        import shutil
+
+        if own_cache:  # never left pointing at the removed folder
+            os.environ.pop("TANDEM_CACHE", None)
+        shutil.rmtree(work, ignore_errors=True)  # the harness's store and events: the totals are returned
+
+
+def _inprocess(work: Path, http_examples: int, grpc_examples: int, seed: int) -> dict[str, Any]:
     import schemathesis
 
     from serve.testing import FakeHandle, IngressHarness, llm_chunks
 
-    work = Path(tempfile.mkdtemp(prefix="tandem-fuzz-"))
-    os.environ.setdefault("TANDEM_CACHE", str(work / "cache"))
     cfg = {
         "models": {"m": {"model_id": "m1", "source": "embedded"}},
         "roles": {"orchestrator": "m", "generator": "m", "slot_extractor": "m"},

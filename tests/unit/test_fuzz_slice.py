@@ -20,7 +20,15 @@ def _fuzz():
 
 
 def test_fuzzed_http_and_grpc_stay_inside_the_error_table() -> None:
+    import os
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).glob("tandem-fuzz-*"))
+    cache = os.environ.get("TANDEM_CACHE")
     res = _fuzz().run_inprocess(http_examples=400, grpc_examples=200, seed=1)
+    # its work folder is gone, and the environment is as it was
+    assert set(Path(tempfile.gettempdir()).glob("tandem-fuzz-*")) <= before
+    assert os.environ.get("TANDEM_CACHE") == cache
     assert res["http_requests"] >= 400 and res["grpc_requests"] == 200
     assert res["outside_table"] == 0, res["examples_outside_table"]
     assert res["hangs"] == 0
