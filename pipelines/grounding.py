@@ -33,6 +33,7 @@ must be a candidate of that kind.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -64,6 +65,21 @@ def normalize_value(value: Any) -> str:
     return _WS.sub(" ", text).strip(_EDGE)
 
 
+@functools.lru_cache(maxsize=4096)
+def _mention(needle: str) -> re.Pattern[str]:
+    """A whole-word mention of a normalised value: not right after a letter and an apostrophe (a contraction's
+    tail: "I'm" names no size M)."""
+    return re.compile(r"(?<![\w])(?<!\w['’])" + re.escape(needle) + r"(?![\w])")
+
+
+def mention_end(value: str, text: str) -> int | None:
+    """Where the first mention of ``value`` in ``text`` ends (offsets of the normalised text), or None; a mention
+    is as :func:`appears_in` reads one."""
+    needle = normalize_value(value)
+    m = _mention(needle).search(normalize_value(text)) if needle else None
+    return None if m is None else m.end()
+
+
 def appears_in(value: str, texts: Iterable[str]) -> bool:
     """True when ``value`` occurs in one of ``texts`` as whole words (after normalisation); a word right after a
     letter and an apostrophe is a contraction's tail, not a value ("I'm" names no size M, "it's" no size S), a
@@ -71,7 +87,7 @@ def appears_in(value: str, texts: Iterable[str]) -> bool:
     needle = normalize_value(value)
     if not needle:
         return False
-    rx = re.compile(r"(?<![\w])(?<!\w['’])" + re.escape(needle) + r"(?![\w])")
+    rx = _mention(needle)
     return any(rx.search(normalize_value(t)) for t in texts)
 
 

@@ -349,32 +349,30 @@ class TandemIngress(OpenAiIngress):
             grpc_fail(grpc_context, failure, where="grpc Turn")
         return answer_to_proto(TurnAnswer.from_events(got))
 
+    def _refuse_stream(self, exc: TandemError, request: Any, grpc_context: Any) -> list[Any]:
+        """A ``StreamTurn`` refused before any output: counted, its status set (the caller raises ``exc`` after it:
+        Ray Serve wraps it into a gRPCStatusError carrying the code we set); returns the messages to send first
+        (:func:`_retry_hint`)."""
+        self._rejected(exc, str(request.session_id), "grpc")
+        grpc_fail(grpc_context, exc, where="grpc StreamTurn")
+        return _retry_hint(exc)
+
     async def StreamTurn(self, request: Any, grpc_context: Any = None) -> AsyncIterator[Any]:  # noqa: N802
         received = time.monotonic()
         try:
             events = await self._grpc_start(request, grpc_context, received)
         except TandemError as exc:
-            refused = exc
-        else:
-            refused = None
-        if refused is not None:
-            # A streaming method reports its status by raising after set_code (Ray Serve wraps
-            # the exception into a gRPCStatusError carrying the code we set).
-            self._rejected(refused, str(request.session_id), "grpc")
-            grpc_fail(grpc_context, refused, where="grpc StreamTurn")
-            for hint in _retry_hint(refused):
+            for hint in self._refuse_stream(exc, request, grpc_context):
                 yield hint
-            raise refused
+            raise
         err_ev = None
         async with contextlib.aclosing(events) as evs:  # type: ignore[type-var]
             first = True
             async for ev in evs:
-                if first and _refusal(ev):  # refused before any output: the status alone, as for an early refusal
+                if first and _refusal(ev):  # refused before any output: as an early refusal
                     _ = [e async for e in evs]
                     failure = error_class_for_code(ev.code)(ev.message, retry_after_s=ev.retry_after_s)
-                    self._rejected(failure, str(request.session_id), "grpc")
-                    grpc_fail(grpc_context, failure, where="grpc StreamTurn")
-                    for hint in _retry_hint(failure):
+                    for hint in self._refuse_stream(failure, request, grpc_context):
                         yield hint
                     raise failure
                 first = False

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pipelines.grounding import appears_in, normalize_value
+from pipelines.grounding import appears_in, mention_end, normalize_value
 from pipelines.guardrails.ids import extract_amounts, extract_ids
 
 from .world import CANCEL_REASONS
@@ -369,16 +369,11 @@ def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tupl
 def _described_end(variant: Mapping[str, Any] | None, text: str) -> int | None:
     """Where the description of ``variant`` in ``text`` ends (the first mention of its last-named option value),
     or None unless the text names every one of its option values (at least two: a whole description)."""
-    values = [normalize_value(x) for x in ((variant or {}).get("options") or {}).values()]
+    values = [str(x) for x in ((variant or {}).get("options") or {}).values()]
     if len(values) < 2:
         return None
-    norm, ends = normalize_value(text), []
-    for v in values:
-        m = re.search(r"(?<![\w])(?<!\w['’])" + re.escape(v) + r"(?![\w])", norm) if v else None
-        if m is None:
-            return None
-        ends.append(m.end())
-    return max(ends)
+    ends = [mention_end(v, text) for v in values]
+    return None if None in ends else max(e for e in ends if e is not None)
 
 
 def described_as_had(variants: Mapping[str, Mapping[str, Any]], vid: str, texts: Iterable[str]) -> bool:
