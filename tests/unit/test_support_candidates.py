@@ -68,6 +68,14 @@ def test_new_items_are_available_variants_of_a_product_the_owner_bought():
     ("Hi! What can you help me with?", ["greeting"]),
     ("Hi, I need to cancel", ["cancel"]),
     ("yes", None),
+    # a greeting that carries a fact answers something: any intent (a carried request goes on)
+    ("Hi, my email is [EMAIL_1]", None),
+    ("hello, yusuf rossi here, 19122", None),
+    ("Hi, it's alex@example.com", None),
+    ("Hello, I live at [ADDRESS_1]", None),
+    ("Thanks, [NAME_1]", ["greeting"]),  # a name alone is no fact: a thanks
+    ("Thanks, [NAME_12]", ["greeting"]),
+    ("Hi there!", ["greeting"]),
 ])
 def test_intent_prior_from_explicit_cues(text, prior):
     assert intent_prior(text) == prior

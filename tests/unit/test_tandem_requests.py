@@ -106,6 +106,13 @@ def test_a_short_closing_is_a_greeting_and_carries_no_request() -> None:
     assert allowed_labels(d, "ok", ("cancel", "order")) == {"cancel": ["order"]}  # no closing word: goes on
 
 
+def test_a_greeting_that_answers_the_identity_question_carries_the_request() -> None:
+    d = load_domain("support")
+    for text in ("Hi, my email is [EMAIL_1]", "Hello! yusuf rossi, 19122", "hey, it's alex@example.com"):
+        assert allowed_labels(d, text, ("cancel", "order")) == {"cancel": ["order"]}, text
+    assert allowed_labels(d, "Hi there!", ("cancel", "order")) == {"greeting": ["hello"]}  # no fact: a greeting
+
+
 def test_a_text_with_its_own_cue_is_not_carried() -> None:
     d = load_domain("support")
     assert allowed_labels(d, "my email is [EMAIL_1]", ("cancel", "order")) == {"cancel": ["order"]}

@@ -107,11 +107,22 @@ GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|thank
                       r"|^\W*(\w+'?\w*\W+){0,3}(thanks?|thank you|thx|bye|goodbye)\W*$", re.I)
 
 
+# A fact a text carries (a number, an address or email the vault redacted): a text opening with "Hi" that
+# carries one answers something ("Hi, my email is [EMAIL_1]"), so it is not a greeting alone.
+FACT = re.compile(r"\[(?:EMAIL|ADDRESS|PHONE|CARD|IBAN|SSN)_\d+\]|\d|@")
+PLACEHOLDER = re.compile(r"\[[A-Z]+_\d+\]")
+
+
+def carries_fact(text: str) -> bool:
+    """A :data:`FACT` outside the placeholders' own numbers ("Thanks, [NAME_12]" carries none)."""
+    return FACT.search(PLACEHOLDER.sub(lambda m: m[0] if FACT.fullmatch(m[0]) else " ", text)) is not None
+
+
 def _cue_text(text: str) -> str:
     """The words cues are matched on: placeholders ([EMAIL_1]…) and asides in parentheses removed — "the
     keyboard (switch type linear, size 80%)" describes an item, it asks for nothing (a text that is all aside is
     read whole)."""
-    text = re.sub(r"\[[A-Z]+_\d+\]", " ", text)
+    text = PLACEHOLDER.sub(" ", text)
     outside = re.sub(r"\([^()]*\)", " ", text)
     return outside if re.search(r"\w", outside) else text
 
@@ -119,11 +130,13 @@ def _cue_text(text: str) -> str:
 def intent_prior(text: str) -> list[str] | None:
     """The intents the text's cues allow, in label order; ``None`` when no cue fires (any intent).
 
-    A greeting with no other cue allows ``greeting`` alone; cues are matched on :func:`_cue_text`.
+    A greeting with no other cue and no :data:`FACT` allows ``greeting`` alone; cues are matched on
+    :func:`_cue_text`.
     """
+    facts = carries_fact(text)
     text = _cue_text(text)
     hits = {intent for intent, rx in INTENT_CUES if rx.search(text)}
-    if not hits and GREETING.search(text):
+    if not hits and not facts and GREETING.search(text):
         return ["greeting"]
     if not hits:
         return None
