@@ -63,15 +63,22 @@ COV_ARGS := --cov=pipelines --cov=serve --cov-report=term:skip-covered --cov-rep
 # bounded mutation slice (the error table and the contract closure).
 # The unit stage runs on TEST_WORKERS xdist workers (coverage combines them); the integration stage shares
 # one Ray cluster and one engine across its modules (tests/integration/conftest.py) and prints its slowest steps.
+# Each stage is timed (tests/stage_times.py, stdlib only: it runs before .venv exists); the table ends the run
+# and stays in results/test-times.json.
 TEST_WORKERS ?= 2
-test: install system-deps phoenix
-	$(VENV)/bin/tandem prepare-model
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) tests/unit $(COV_ARGS) $(PYTEST_ARGS)
-	$(PY) -m tests.coverage_floor results/coverage/coverage.json
-	$(PY) -m pytest -q -rs --durations=20 tests --ignore=tests/unit $(PYTEST_ARGS)
-	$(PY) -m pytest -q -rs examples/airline/tests $(PYTEST_ARGS)
-	$(PY) scripts/tau2_replay.py --domain airline
-	$(PY) -m tests.mutation.run --profile slice --check
+TIMES := results/test-times.json
+STAGE = $(PYTHON) -m tests.stage_times run $(TIMES)
+test:
+	$(PYTHON) -m tests.stage_times start $(TIMES)
+	$(STAGE) install -- $(MAKE) --no-print-directory install system-deps phoenix
+	$(STAGE) prepare-model -- $(VENV)/bin/tandem prepare-model
+	$(STAGE) unit -- $(PY) -m pytest -q -rs -n $(TEST_WORKERS) tests/unit $(COV_ARGS) $(PYTEST_ARGS)
+	$(STAGE) coverage-floor -- $(PY) -m tests.coverage_floor results/coverage/coverage.json
+	$(STAGE) integration -- $(PY) -m pytest -q -rs --durations=20 tests --ignore=tests/unit $(PYTEST_ARGS)
+	$(STAGE) airline -- $(PY) -m pytest -q -rs examples/airline/tests $(PYTEST_ARGS)
+	$(STAGE) airline-replay -- $(PY) scripts/tau2_replay.py --domain airline
+	$(STAGE) mutation-slice -- $(PY) -m tests.mutation.run --profile slice --check
+	$(PYTHON) -m tests.stage_times report $(TIMES)
 
 # Fast feedback: the unit tests that carry behaviour, in parallel, without coverage or the
 # files marked slow (tests/unit/conftest.py SLOW_FILES). `make unit` / `make test` run everything.
