@@ -83,20 +83,37 @@ BRANCH_OF_INTENT: dict[str, str] = {
 }
 
 # Explicit cues: when one fires, W1 may only choose among the intents it names.
+_CHANGE = r"\b(change\w*|switch(?!\s+type\b)\w*|upgrad\w*|downgrad\w*)\b"
+# a replacement of an item the user has: exchanged when delivered, modified while pending
+_REPLACE = re.compile(r"\b(replac\w*|(?:a|the) new (?:one|pair)|(?:a|another) fresh (?:one|pair))\b", re.I)
+# a new address in the user's own words, with no verb of change: someone who moved, an order going elsewhere
+_NEW_ADDRESS = re.compile(r"\b(moved|moving house|relocat\w*|new (?:home|house|apartment|flat|place)|"
+                          r"(?:another|a different|the wrong|my new) address)\b", re.I)
+# a payment method that cannot cover an order: its method is what to change
+_SHORT_PAYMENT = re.compile(r"\b((?:credit|balance|funds) (?:left|remaining)|not enough (?:credit|funds|balance|money)|"
+                            r"insufficient \w+|declined|over (?:my|the) limit)\b",
+                            re.I)
+# changing an item's options is an exchange or a modification: which one is the order's state, not the words
+# ("switch type" is a keyboard's option, not a verb)
+_CHANGE_ITEM = re.compile(_CHANGE + r".{0,60}\b(size|colou?r|items?|options?|variants?|material|style|version)\b",
+                          re.I)
 INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cancel", re.compile(r"\bcancel", re.I)),
     ("return", re.compile(r"\b(return(?:ing)?\b(?!\s+policy)|send (?:it|them|this|these) back)", re.I)),
     ("exchange", re.compile(r"\b(exchang\w*|swap\w*)\b", re.I)),
-    # changing an item's options is an exchange or a modification: which one is the order's state, not the words
-    # ("switch type" is a keyboard's option, not a verb)
-    ("exchange", re.compile(r"\b(change\w*|switch(?!\s+type\b)\w*)\b.{0,40}\b(size|colou?r|items?|options?)\b",
-                            re.I)),
-    ("modify", re.compile(r"\b(change\w*|modify\w*|update\w*|switch(?!\s+type\b)\w*|edit\w*)\b.{0,40}"
-                          r"\b(address|payment|size|colou?r|"
-                          r"items?|options?|order|shipping)\b", re.I)),
+    ("exchange", _CHANGE_ITEM),
+    ("exchange", _REPLACE),
+    ("modify", _CHANGE_ITEM),
+    ("modify", re.compile(r"\b(change\w*|modify\w*|update\w*|switch(?!\s+type\b)\w*|edit\w*|upgrad\w*|"
+                          r"downgrad\w*)\b.{0,40}\b(address|payment|size|colou?r|items?|options?|variants?|material|style|"
+                          r"version|order|shipping)\b", re.I)),
+    ("modify", _REPLACE),
+    ("modify", _NEW_ADDRESS),
+    ("modify", _SHORT_PAYMENT),
     ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
+    ("account", _NEW_ADDRESS),
     ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
-                                r"refund(?:ed)?|late|delayed)\b", re.I)),
+                                r"refund(?:ed)?|late|delayed|paid|charged|billed)\b", re.I)),
     ("policy", re.compile(r"\b(polic\w*|why|how (?:do|can|long|does)|can i|allowed)\b", re.I)),
     ("product", re.compile(r"\b(products?|in stock|available|options?|models?|variants?)\b", re.I)),
     ("human", re.compile(r"\b(human|agent|person|representative|someone)\b", re.I)),
@@ -151,12 +168,17 @@ SUB_INTENT_CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
     ),
     # what of an order or an account a change is about, when the words say it
     "modify": (
-        ("items", re.compile(r"\b(items?|sizes?|colou?rs?|options?|variants?|products?)\b", re.I)),
+        ("items", re.compile(r"\b(items?|sizes?|colou?rs?|options?|variants?|products?|material|style|version|"
+                             r"upgrad\w*|downgrad\w*)\b", re.I)),
+        ("items", _REPLACE),
         ("address", re.compile(r"\b(address|ship(ping|ped)? to)\b", re.I)),
+        ("address", _NEW_ADDRESS),
         ("payment", re.compile(r"\b(payment|pay(ing)? with|credit card|gift card|paypal)\b", re.I)),
+        ("payment", _SHORT_PAYMENT),
     ),
     "account": (
         ("address", re.compile(r"\baddress\b", re.I)),
+        ("address", _NEW_ADDRESS),
         ("payment", re.compile(r"\b(payment methods?|credit cards?|gift cards?|paypal)\b", re.I)),
     ),
 }
