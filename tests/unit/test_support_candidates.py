@@ -178,3 +178,19 @@ def test_what_such_a_change_is_about(text, intent, allowed):
     from pipelines.domains.support.labels import sub_intent_prior
 
     assert sub_intent_prior(text, intent) == allowed
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I received the kettle and want to change its colour", ["exchange"]),
+    ("the kettle arrived; can I change it to a bigger size?", ["order_status", "exchange", "policy"]),
+    ("change the size of the kettle in my pending order", ["modify"]),
+    ("the kettle has not arrived yet, change its colour please", ["order_status", "modify"]),
+    ("I haven't received it, change the colour", ["modify"]),
+    ("change the colour of the kettle", ["exchange", "modify"]),  # no word of delivery: the order decides
+    ("I received one order and the other is pending; change the colour", ["exchange", "modify"]),  # both
+    ("I received it and want to exchange it", ["exchange"]),  # one cue only: nothing to narrow
+    ("I received it, please update the shipping address", ["modify"]),  # no item change: address stays modify
+    ("the blender was delivered yesterday; I'd like to modify its colour", ["order_status", "exchange"]),
+])
+def test_a_change_of_an_item_the_user_says_was_delivered_is_an_exchange(text, expected):
+    assert intent_prior(text) == expected

@@ -83,7 +83,7 @@ BRANCH_OF_INTENT: dict[str, str] = {
 }
 
 # Explicit cues: when one fires, W1 may only choose among the intents it names.
-_CHANGE = r"\b(change\w*|switch(?!\s+type\b)\w*|upgrad\w*|downgrad\w*)\b"
+_CHANGE = r"\b(change\w*|modify\w*|update\w*|edit\w*|switch(?!\s+type\b)\w*|upgrad\w*|downgrad\w*)\b"
 # a replacement of an item the user has: exchanged when delivered, modified while pending
 _REPLACE = re.compile(r"\b(replac\w*|(?:a|the) new (?:one|pair)|(?:a|another) fresh (?:one|pair))\b", re.I)
 # a new address in the user's own words, with no verb of change: someone who moved, an order going elsewhere
@@ -97,6 +97,13 @@ _SHORT_PAYMENT = re.compile(r"\b((?:credit|balance|funds) (?:left|remaining)|not
 # ("switch type" is a keyboard's option, not a verb)
 _CHANGE_ITEM = re.compile(_CHANGE + r".{0,60}\b(size|colou?r|items?|options?|variants?|material|style|version)\b",
                           re.I)
+# whether the user says the item reached them: a change of a delivered item is an exchange, of a pending one a
+# modification (the order's state decides once it is read; these words decide before)
+_DELIVERED = re.compile(r"\b(?<!not )(?<!n't )(?<!never )(?<!yet )(received|arrived|delivered|got (?:it|them|the|my))\b",
+                        re.I)
+_PENDING = re.compile(r"\b(pending|just (?:placed|ordered)|not (?:yet )?(?:shipped|arrived|delivered|received)|"
+                      r"(?:hasn't|haven't|has not|have not|hasn't yet|didn't) (?:shipped|arrived|been delivered|"
+                      r"received|receive|get|got))\b", re.I)
 INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cancel", re.compile(r"\bcancel", re.I)),
     ("return", re.compile(r"\b(return(?:ing)?\b(?!\s+policy)|send (?:it|them|this|these) back)", re.I)),
@@ -104,9 +111,7 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("exchange", _CHANGE_ITEM),
     ("exchange", _REPLACE),
     ("modify", _CHANGE_ITEM),
-    ("modify", re.compile(r"\b(change\w*|modify\w*|update\w*|switch(?!\s+type\b)\w*|edit\w*|upgrad\w*|"
-                          r"downgrad\w*)\b.{0,40}\b(address|payment|size|colou?r|items?|options?|variants?|material|style|"
-                          r"version|order|shipping)\b", re.I)),
+    ("modify", re.compile(_CHANGE + r".{0,40}\b(address|payment|order|shipping)\b", re.I)),
     ("modify", _REPLACE),
     ("modify", _NEW_ADDRESS),
     ("modify", _SHORT_PAYMENT),
@@ -148,11 +153,16 @@ def intent_prior(text: str) -> list[str] | None:
     """The intents the text's cues allow, in label order; ``None`` when no cue fires (any intent).
 
     A greeting with no other cue and no :data:`FACT` allows ``greeting`` alone; cues are matched on
-    :func:`_cue_text`.
+    :func:`_cue_text`. A change of an item cued as both an exchange and a modification is the one the text's
+    words about delivery allow (received: exchange; pending: modification; both or neither: both).
     """
     facts = carries_fact(text)
     text = _cue_text(text)
     hits = {intent for intent, rx in INTENT_CUES if rx.search(text)}
+    if {"exchange", "modify"} <= hits:
+        delivered, pending = bool(_DELIVERED.search(text)), bool(_PENDING.search(text))
+        if delivered != pending:
+            hits.discard("modify" if delivered else "exchange")
     if not hits and not facts and GREETING.search(text):
         return ["greeting"]
     if not hits:
