@@ -104,7 +104,7 @@ def build_cases(ns: argparse.Namespace, plan: list[tuple[str, list[str]]], world
                     raise ValueError(f"tau2 tasks (tasks_train.json, db.json) of the {domain} pack not found in "
                                      f"{base} (use --tau2-dir)")
                 if s == "tau2-openings":
-                    out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim)
+                    out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim, kit=kit)
                 else:
                     if not kit.plays_tasks:
                         raise ValueError(f"the {domain} pack has no scripted user for whole tau2 tasks")

@@ -223,6 +223,8 @@ class Evaluator:
             }
             try:
                 row = self._judge(base, case, turn, res.events, log, own, red, ledger, session_tools)
+                if i == 0 and "intent_label" in case.info:  # a tau2 opening with its task's label
+                    self._intent_verdict(row, case, own)
                 if judge is not None:
                     self._pack_measures(judge, row, res.events, turn, case, meta, own)
             except Exception as exc:  # a judging bug is reported on its turn; the run goes on
@@ -231,6 +233,14 @@ class Evaluator:
             if on_row is not None:
                 on_row(row)
         return rows
+
+    def _intent_verdict(self, row: dict[str, Any], case: Case, own: dict[str, Any]) -> None:
+        """The opening's perceived intent against its task's label (``intent_ok`` ``None``: not judged — no
+        label, or a kind that records no perception)."""
+        label = case.info.get("intent_label")
+        row["intent_label"] = label
+        row["intent_ok"] = (intent_matches(self._pack, label, row.get("intent"), row.get("sub_intent"), self._kit)
+                            if self.kind in META_KEYS and own else None)
 
     def _turn(self, case: Case, sid: str, i: int, turn: EvalTurn, ledger: SessionLedger,
               session_tools: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]],
@@ -291,10 +301,7 @@ class Evaluator:
             row, sse, log, own = self._turn(case, sid, i, EvalTurn(text), ledger, session_tools)
             writes += _confirmed_writes(self.kind, log)
             if i == 0:
-                row["intent_label"] = case.info.get("intent_label")
-                row["intent_ok"] = (intent_matches(self._pack, case.info.get("intent_label"), row.get("intent"),
-                                                   row.get("sub_intent"), self._kit)
-                                    if self.kind in META_KEYS and own else None)
+                self._intent_verdict(row, case, own)
             reply = user.respond(AssistantTurn.from_sse(sse)) if not row.get("error") else None
             row["user_rule"] = rules[-1]
             row["repeated_ask"] = bool(reply and reply.repeated_ask)

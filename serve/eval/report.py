@@ -85,7 +85,9 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     tasks = [r["tau2_task"] for r in rows if r.get("tau2_task")]
     if tasks:
         out["tau2_tasks"] = tau2_tasks(tasks, [r for r in rows if r.get("suite") == "tau2-tasks"])
-    opened = [r.get("intent_ok") for r in rows if r.get("suite") == "tau2-tasks" and r.get("turn") == 0]
+    # the openings of whole tasks; without them, the openings suite's (the same texts, one turn each)
+    opened = ([r.get("intent_ok") for r in rows if r.get("suite") == "tau2-tasks" and r.get("turn") == 0]
+              or [r.get("intent_ok") for r in rows if r.get("suite") == "tau2-openings" and "intent_label" in r])
     if opened:
         out["intent_accuracy"] = rate(opened)
     measured = pack_measures(rows)
@@ -232,7 +234,7 @@ DECISION_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_m
                 ("turns without a delta", "turns_without_delta"),
                 ("first token or end p50 / p90 ms", "first_token_or_end_ms"), ("e2e p50 / p90 ms", "e2e_ms"),
                 ("correct", "correct"), ("terminal within cap", "terminal_within_cap"),
-                ("invented args", "invented_arguments"), ("withheld args", "withheld_arguments"),
+                ("intent acc", "intent_accuracy"), ("invented args", "invented_arguments"), ("withheld args", "withheld_arguments"),
                 ("unrequested cards", "unrequested_cards"),
                 ("unselected actions", "delivered_unselected_actions"), ("load 1m p50 / p90", "loadavg_1m"))
 BASE_COLS = (("turns", "turns"), ("first token p50 / p90 ms", "first_token_ms"),

@@ -8,6 +8,8 @@
   class comes from the task's expected actions: ``escalate`` when the first expected action is
   ``transfer_to_human_agents``, ``identify`` otherwise (tau2's policies verify the user before any
   account-specific action; tasks that list only their writes leave the lookup out of their action list).
+  Where the pack labels intents (``PackEvaluation.intent_label``), each case also carries its task's label,
+  and the opening's perceived intent is judged against it (``intent_accuracy``, as on ``tau2-tasks``).
 * ``tau2-tasks`` — whole tasks played by the pack's scripted user (``PackEvaluation.scripted_user``).
 * a pack's own suites (``PackEvaluation.suites``, :mod:`pipelines.core.evaluation`): e.g. the support
   pack's multi-turn ``flows``, the coach pack's labelled ``coach`` sessions.
@@ -124,11 +126,21 @@ def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
     return out
 
 
-def tau2_suite(base: Path, limit: int, *, verbatim: bool = False) -> list[Case]:
-    """One single-turn case per tau2 task (see module docstring)."""
-    return [Case("tau2-openings", f"task-{c['task_id']}", (EvalTurn(c["text"], expect=c["expect"]),),
-                 info={"task_id": c["task_id"], "first_expected_action": c["first_expected_action"]})
-            for c in tau2_cases(base, limit, verbatim)]
+def tau2_suite(base: Path, limit: int, *, verbatim: bool = False, kit: PackEvaluation | None = None) -> list[Case]:
+    """One single-turn case per tau2 task (see module docstring); with the pack's ``kit``, ``info`` also
+    carries the intent label of the task's expected actions (``kit.intent_label``; ``None``: none)."""
+    labels: dict[str, str | None] = {}
+    if kit is not None:
+        for t in json.loads((base / "tasks_train.json").read_text()):
+            labels[str(t["id"])] = kit.intent_label((t.get("evaluation_criteria") or {}).get("actions") or [])
+    out = []
+    for c in tau2_cases(base, limit, verbatim):
+        info = {"task_id": c["task_id"], "first_expected_action": c["first_expected_action"]}
+        if labels.get(c["task_id"]) is not None:
+            info["intent_label"] = labels[c["task_id"]]
+        out.append(Case("tau2-openings", f"task-{c['task_id']}", (EvalTurn(c["text"], expect=c["expect"]),),
+                        info=info))
+    return out
 
 
 def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False,

@@ -87,3 +87,39 @@ def test_summary_gains_tau2_tasks_and_intent_accuracy():
     assert (t["actions_expected"], t["actions_matched"], t["cards_refused"], t["repeated_asks"]) == (3, 1, 1, 1)
     assert t["turns_p50"] == 2.0 and t["ended"] == {"done": 1, "escalated": 1}
     assert doc["pipelines"]["tandem"]["intent_accuracy"] == {"n": 2, "ok": 1, "pct": 50.0}
+
+
+def test_intent_accuracy_comes_from_the_openings_suite_without_whole_tasks():
+    def row(suite, case, turn, **kw):
+        return {"kind": "tandem", "suite": suite, "case": case, "turn": turn, "e2e_ms": 100.0,
+                "first_token_ms": 10.0, **kw}
+
+    openings = [row("tau2-openings", "task-1", 0, intent_label="cancel", intent_ok=True),
+                row("tau2-openings", "task-2", 0, intent_label="return", intent_ok=False),
+                row("tau2-openings", "task-3", 0, intent_label="return", intent_ok=True),
+                row("tau2-openings", "task-4", 0)]  # a task without a label: not judged
+    doc = summary_doc(openings, {})
+    assert doc["pipelines"]["tandem"]["intent_accuracy"] == {"n": 3, "ok": 2, "pct": 66.7}
+    assert doc["pipelines"]["tandem"]["suites"]["tau2-openings"]["intent_accuracy"] == {"n": 3, "ok": 2, "pct": 66.7}
+    from serve.eval.report import markdown
+
+    table = markdown(doc)
+    assert "| intent acc |" in table and "2/3 (66.7%)" in table
+    # with whole tasks in the same run, the pipeline's figure is the tasks' openings (the same texts)
+    tasks = [row("tau2-tasks", "task-1", 0, intent_ok=False), row("tau2-tasks", "task-1", 1, intent_ok=True)]
+    doc = summary_doc(openings + tasks, {})
+    assert doc["pipelines"]["tandem"]["intent_accuracy"] == {"n": 1, "ok": 0, "pct": 0.0}
+
+
+def test_the_openings_suite_carries_each_tasks_intent_label(data):
+    from pipelines.core.evaluation import PackEvaluation, evaluation_of
+    from pipelines.domains.support.tau2_user import intent_label
+    from serve.eval.suites import tau2_suite
+
+    _, tasks = data
+    kit = evaluation_of(load_domain("support"))
+    cases = tau2_suite(TAU2, 3, kit=kit)
+    assert [c.info["intent_label"] for c in cases] == [
+        intent_label(t["evaluation_criteria"]["actions"] or []) for t in tasks[:3]]
+    assert all("intent_label" not in c.info for c in tau2_suite(TAU2, 3, kit=PackEvaluation()))  # no labels
+    assert all("intent_label" not in c.info for c in tau2_suite(TAU2, 3))
