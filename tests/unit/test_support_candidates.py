@@ -159,6 +159,10 @@ def test_cues_ignore_asides_in_parentheses_and_the_switch_type_option(text, expe
     ("they sent a worn pair, I want a new pair just like it", ["exchange", "modify"]),
     ("upgrade my headphones to the newest version", ["exchange", "modify"]),
     ("change the lamp to the same one in a warmer colour", ["exchange", "modify"]),
+    # an item taken out of an order: cancelled, or the order changed — not a return
+    ("can you take the scarf off my order", ["cancel", "modify"]),
+    ("please remove the blue mug from my pending order", ["cancel", "modify"]),
+    ("remove my old address", None),  # just outside: nothing taken out of an order
     # what an order cost is a question about the order
     ("How much was I charged for my last order?", ["order_status"]),
     ("what did I pay", None),  # just outside: "pay", not "paid"

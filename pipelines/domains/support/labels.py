@@ -104,8 +104,12 @@ _DELIVERED = re.compile(r"\b(?<!not )(?<!n't )(?<!never )(?<!yet )(received|arri
 _PENDING = re.compile(r"\b(pending|just (?:placed|ordered)|not (?:yet )?(?:shipped|arrived|delivered|received)|"
                       r"(?:hasn't|haven't|has not|have not|hasn't yet|didn't) (?:shipped|arrived|been delivered|"
                       r"received|receive|get|got))\b", re.I)
+# an item taken out of an order: the order cancelled, or changed while pending — never a return of it
+_REMOVE = re.compile(r"\b(remove|take|drop)\b.{0,30}\b(?:from|off|out of) (?:my|the|this|that|an?) (?:\w+ ){0,2}order\b",
+                     re.I)
 INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cancel", re.compile(r"\bcancel", re.I)),
+    ("cancel", _REMOVE),
     ("return", re.compile(r"\b(return(?:ing)?\b(?!\s+policy)|send (?:it|them|this|these) back)", re.I)),
     ("exchange", re.compile(r"\b(exchang\w*|swap\w*)\b", re.I)),
     ("exchange", _CHANGE_ITEM),
@@ -113,6 +117,7 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("modify", _CHANGE_ITEM),
     ("modify", re.compile(_CHANGE + r".{0,40}\b(address|payment|order|shipping)\b", re.I)),
     ("modify", _REPLACE),
+    ("modify", _REMOVE),
     ("modify", _NEW_ADDRESS),
     ("modify", _SHORT_PAYMENT),
     ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
