@@ -96,7 +96,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipelines.domains.support.evaluation import FLOWS  # noqa: E402
-from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local  # noqa: E402
+from serve.eval.runner import shm_held_here, shm_names, shutdown_local  # noqa: E402
 from serve.eval.scoring import analyse, score  # noqa: E402
 from serve.eval.suites import tau2_cases  # noqa: E402
 
@@ -180,12 +180,12 @@ class Bench:
         """Shut down; remove the shm files our process tree held. Returns how many were removed."""
         if not self._started:
             return 0
-        self._held |= shm_held_by(descendants(os.getpid()))
+        self._held |= shm_held_here()
         self.shm_seen = len(self._held)
         return shutdown_local(self._held, self._shm_before)
 
     def snapshot_shm(self) -> None:
-        self._held |= shm_held_by(descendants(os.getpid()))
+        self._held |= shm_held_here()
 
     # ---- one turn ----------------------------------------------------------------------
 

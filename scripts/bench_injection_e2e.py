@@ -295,7 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from pipelines.guardrails.config import canary_token, default_guardrail_config
     from serve.config import load_serve_file
     from serve.deploy import deploy_schema
-    from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local
+    from serve.eval.runner import shm_held_here, shm_names, shutdown_local
     from serve.launch import PortTaken, start_app, wait_ready
     from serve.loadtest.cli import free_port
     from serve.stores.world_sqlite import SQLiteWorldStore
@@ -406,7 +406,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["first_token_ms"] = {p: result["phases"][p]["first_token_ms"] for p in result["phases"]}
         result["first_token_ms"]["box"] = f"{os.cpu_count()}-core, load {os.getloadavg()[0]:.1f}"
     finally:
-        shutdown_local(shm_held_by(descendants(os.getpid())), shm_before)
+        shutdown_local(shm_held_here(), shm_before)
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)  # the app's stores, world and events: the result is under --out

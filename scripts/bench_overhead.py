@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 import uuid
@@ -266,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg_path.write_text(yaml.safe_dump(raw))
     sf = load_serve_file(cfg_path)
     args = sf.applications[0].args
-    from serve.eval.runner import descendants, shm_held_by, shm_names, shutdown_local
+    from serve.eval.runner import shm_held_here, shm_names, shutdown_local
 
     shm_before = shm_names()
     ep = start_app(str(cfg_path), http_port=free_port(), grpc_port=free_port(), metrics_port=None)
@@ -309,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         report(rows, result, Path(ns.out))
     finally:
         # the engine's shared-memory segments go with it (only those this run's process tree held)
-        shutdown_local(shm_held_by(descendants(os.getpid())), shm_before)
+        shutdown_local(shm_held_here(), shm_before)
     return 0
 
 

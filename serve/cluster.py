@@ -408,18 +408,18 @@ class LocalCluster:
     def snapshot_shm(self) -> None:
         """Remember the shared-memory files this process tree holds now: a process killed later (a fault, an
         engine restarted) leaves its files with no holder at shutdown, and they are removed all the same."""
-        from serve.eval.runner import descendants, shm_held_by
+        from serve.eval.runner import shm_held_here
 
-        self._shm_held |= shm_held_by(descendants(os.getpid()))
+        self._shm_held |= shm_held_here()
 
     def shutdown(self) -> None:
         """Serve, Ray's nodes, Redis: only what this object started; then its shared-memory files (those held now
         and those :meth:`snapshot_shm` saw held before)."""
         import ray
 
-        from serve.eval.runner import descendants, shm_held_by, shm_names
+        from serve.eval.runner import shm_held_here, shm_names
 
-        held = shm_held_by(descendants(os.getpid())) | self._shm_held
+        held = shm_held_here() | self._shm_held
         try:
             if ray.is_initialized():
                 from ray import serve

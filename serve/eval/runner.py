@@ -5,7 +5,7 @@
 kind and domain from the strict config loader, each with a fresh session store and a
 fresh world in the work folder (the telemetry directory is the work folder's too),
 and deletes it before the next. :meth:`LocalApps.stop` shuts Serve and Ray down and
-removes the ``/dev/shm`` ``psm_*`` / ``sem.mp-*`` files that this process tree had
+removes the ``/dev/shm`` ``psm_*`` / ``sem.mp-*`` / ``sem.loky-*`` files that this process tree had
 mapped or open and that were not there before — never another session's. Never
 ``ray stop``.
 
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["TurnResult", "run_turn", "EventLog", "session_turns", "app_overrides", "LocalApps",
-           "shm_names", "descendants", "shm_held_by", "shutdown_local"]
+           "shm_names", "descendants", "shm_held_by", "shm_held_here", "shutdown_local"]
 
 REPO = Path(__file__).resolve().parents[2]
-_SHM_PREFIXES = ("psm_", "sem.mp-")
+_SHM_PREFIXES = ("psm_", "sem.mp-", "sem.loky-")  # shared memory, multiprocessing and loky semaphores
 
 
 @dataclass
@@ -203,7 +203,7 @@ def descendants(root: int) -> set[int]:
 
 
 def shm_held_by(pids: set[int]) -> set[str]:
-    """The /dev/shm psm_* / sem.mp-* names these processes have mapped or open."""
+    """The /dev/shm psm_* / sem.mp-* / sem.loky-* names these processes have mapped or open."""
     held: set[str] = set()
     for pid in pids:
         try:
@@ -220,6 +220,12 @@ def shm_held_by(pids: set[int]) -> set[str]:
         except OSError:
             continue
     return {h for h in held if h.startswith(_SHM_PREFIXES)}
+
+
+def shm_held_here() -> set[str]:
+    """The shm files this process and every process below it hold now (snapshot them while a process that
+    may be killed later — an engine restarted, a fault — still holds its own)."""
+    return shm_held_by(descendants(os.getpid()))
 
 
 def shutdown_local(held: set[str], before: set[str]) -> int:
@@ -285,7 +291,7 @@ class LocalApps:
         return ready
 
     def snapshot_shm(self) -> None:
-        self.held |= shm_held_by(descendants(os.getpid()))
+        self.held |= shm_held_here()
 
     def _tools(self, method: str, *args: Any, wait_s: float = 60.0) -> Any:
         """Call the running app's ToolsServer; a handle that still routes to the app deleted before it (the same

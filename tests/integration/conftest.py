@@ -151,6 +151,7 @@ class SessionCluster:
         self.spans_dir: Path | None = None
         self.models_entry: dict[str, Any] | None = None  # the application ``models`` once deployed
         self._shm_before: set[str] = set()
+        self._shm_held: set[str] = set()
 
     def ensure(self, root: Path, *, num_cpus: int = 4, otlp: str | None = None) -> None:
         settings = (num_cpus, otlp)
@@ -198,10 +199,17 @@ class SessionCluster:
         """Shut Serve and Ray down (if this session started them) and free our shared memory."""
         if self.running is None:
             return
-        from serve.eval.runner import descendants, shm_held_by, shutdown_local
+        from serve.eval.runner import shm_held_here, shutdown_local
 
-        shutdown_local(shm_held_by(descendants(os.getpid())), self._shm_before)
-        self.running, self.models_entry = None, None
+        shutdown_local(shm_held_here() | self._shm_held, self._shm_before)
+        self.running, self.models_entry, self._shm_held = None, None, set()
+
+    def snapshot_shm(self) -> None:
+        """Remember the shm files this process tree holds now: an engine a module kills (and Serve restarts)
+        leaves its files with no holder at shutdown; they are removed all the same."""
+        from serve.eval.runner import shm_held_here
+
+        self._shm_held |= shm_held_here()
 
     def models_application(self, args: dict[str, Any]) -> dict[str, Any]:
         """The ``models`` application's entry (the profile's args: its one model as the ingress)."""
@@ -280,6 +288,7 @@ def start_app(tmp: Path, overrides: dict[str, Any] | None = None, *, num_cpus: i
             wait_app_running(MODELS_APP, timeout_s=600)
         wait_app_running("tandem", timeout_s=600)  # fails fast, with the reason, on DEPLOY_FAILED
         wait_ready(base, timeout_s=120)
+        CLUSTER.snapshot_shm()
         yield RunningApp(base, f"127.0.0.1:{grpc_port}", tele_dir, store_path, entry["args"],
                          serve_file=sf, config_path=cfg_file, http_port=http_port, grpc_port=grpc_port,
                          spans_dir=CLUSTER.spans_dir)

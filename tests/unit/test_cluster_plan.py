@@ -138,3 +138,27 @@ def test_shared_memory_seen_held_before_a_fault_is_removed_at_shutdown_though_it
     lc.snapshot_shm()
     lc.shutdown()
     assert removed == ["/dev/shm/psm_engine"]  # never one there before, never one this tree never held
+
+
+def test_the_shm_files_a_process_holds_are_found_by_their_kind(tmp_path):
+    """psm_* (shared memory), sem.mp-* (multiprocessing) and sem.loky-* (loky) files this process holds open are
+    found; another name in /dev/shm is never ours to remove."""
+    import os
+    import uuid
+
+    from serve.eval.runner import shm_held_by, shm_held_here, shm_names
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    tag = uuid.uuid4().hex[:8]
+    names = [f"psm_t{tag}", f"sem.mp-t{tag}", f"sem.loky-t{tag}", f"other-t{tag}"]
+    files = [open(os.path.join("/dev/shm", n), "w") for n in names]  # noqa: SIM115 - held open for the check
+    try:
+        held = shm_held_by({os.getpid()})
+        assert {n for n in names if n in held} == set(names[:3])
+        assert set(names[:3]) <= shm_held_here() and set(names[:3]) <= shm_names()
+        assert names[3] not in shm_names()
+    finally:
+        for f, n in zip(files, names, strict=True):
+            f.close()
+            os.unlink(os.path.join("/dev/shm", n))
