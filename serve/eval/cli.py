@@ -17,7 +17,8 @@ and the run is marked partial).
 
 Writes ``<out>/summary.json`` (``pipelines.<kind>`` and ``suites.<suite>``),
 ``<out>/summary.md``, ``<out>/first_token_cdf.png`` and ``<out>/turns.jsonl`` (every
-turn), and prints the table, the first-token ratios and the goals.
+turn), and prints the table, the first-token ratios and the goals. Interrupted (Ctrl-C), it shuts its
+local Ray down, summarises the turns played so far (``run.interrupted``, ``run.partial``) and exits 130.
 """
 
 from __future__ import annotations
@@ -221,8 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # e.g. --http serves another pipeline kind
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the local Ray is already shut down (run_all's finally); keep what was played
+        return _interrupted(ns, kinds, suites)
     _write(ns.out, rows, run)
     return 0 if rows else 1
+
+
+def _interrupted(ns: argparse.Namespace, kinds: list[str], suites: list[str]) -> int:
+    """The summary of the turns played before an interrupt (``run.interrupted``, ``run.partial``); exit 130."""
+    played = ns.out / "turns.jsonl"
+    rows = [json.loads(x) for x in played.read_text().splitlines() if x.strip()] if played.is_file() else []
+    print(f"\ninterrupted after {len(rows)} turns", file=sys.stderr)
+    if rows:
+        _write(ns.out, rows, {"config": str(ns.config), "pipelines": kinds, "suites": suites, "http": ns.http,
+                              "interrupted": True, "partial": True})
+    return 130
 
 
 if __name__ == "__main__":

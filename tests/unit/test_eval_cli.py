@@ -239,3 +239,43 @@ def test_two_suites_never_share_a_session():
     assert session_id("tandem", one, "120000") != session_id("tandem", two, "120000")
     assert session_id("tandem", one, "120000") == session_id("tandem", one, "120000")
     assert session_id("dr", one, "120000") != session_id("tandem", one, "120000")
+
+
+def test_an_interrupted_run_keeps_and_summarises_the_turns_played(fake_app, tmp_path, monkeypatch, capsys):
+    from serve.eval import run as run_mod
+
+    url, tele = fake_app
+    out = tmp_path / "out"
+    real = run_mod.run_all
+    seen: list[dict] = []
+
+    def interrupted_after_three(ns, kinds, suites, cases, base_args, world_seed, on_row=None):
+        def count(row):
+            on_row(row)
+            seen.append(row)
+            if len(seen) == 3:
+                raise KeyboardInterrupt
+
+        return real(ns, kinds, suites, cases, base_args, world_seed, on_row=count)
+
+    monkeypatch.setattr(run_mod, "run_all", interrupted_after_three)
+    rc = main(["--http", url, "--telemetry", str(tele), "--pipelines", "tandem", "--suites", "flows",
+               "--out", str(out)])
+    assert rc == 130 and "interrupted after 3 turns" in capsys.readouterr().err
+    rows = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    assert len(rows) == 3  # of the 7 a whole run plays
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["run"]["interrupted"] is True and doc["run"]["partial"] is True
+    assert doc["pipelines"]["tandem"]["turns"] == 3 and (out / "summary.md").is_file()
+
+
+def test_an_interrupt_before_any_turn_writes_no_summary(tmp_path, monkeypatch):
+    from serve.eval import run as run_mod
+
+    def at_once(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod, "run_all", at_once)
+    out = tmp_path / "out"
+    assert main(["--http", "http://127.0.0.1:9", "--pipelines", "tandem", "--suites", "flows", "--out", str(out)]) == 130
+    assert not (out / "summary.json").exists()
