@@ -109,7 +109,8 @@ def resolve_suites(suites: list[str], domain: str | None, known: dict[str, list[
 
 
 def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
-    """The tau2 openings as plain dicts: ``task_id``, ``text``, ``first_expected_action``, ``expect``."""
+    """The tau2 openings as plain dicts: ``task_id``, ``text``, ``first_expected_action``, ``expect``, ``actions``
+    (the task's expected actions)."""
     tasks = json.loads((base / "tasks_train.json").read_text())
     if limit > 0:
         tasks = tasks[:limit]
@@ -122,6 +123,7 @@ def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
             "text": opening(t["user_scenario"]["instructions"]["reason_for_call"], verbatim),
             "first_expected_action": first,
             "expect": {"kind": "escalate" if first == "transfer_to_human_agents" else "identify"},
+            "actions": actions,
         })
     return out
 
@@ -129,15 +131,12 @@ def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
 def tau2_suite(base: Path, limit: int, *, verbatim: bool = False, kit: PackEvaluation | None = None) -> list[Case]:
     """One single-turn case per tau2 task (see module docstring); with the pack's ``kit``, ``info`` also
     carries the intent label of the task's expected actions (``kit.intent_label``; ``None``: none)."""
-    labels: dict[str, str | None] = {}
-    if kit is not None:
-        for t in json.loads((base / "tasks_train.json").read_text()):
-            labels[str(t["id"])] = kit.intent_label((t.get("evaluation_criteria") or {}).get("actions") or [])
     out = []
     for c in tau2_cases(base, limit, verbatim):
         info = {"task_id": c["task_id"], "first_expected_action": c["first_expected_action"]}
-        if labels.get(c["task_id"]) is not None:
-            info["intent_label"] = labels[c["task_id"]]
+        label = kit.intent_label(c["actions"]) if kit is not None else None
+        if label is not None:
+            info["intent_label"] = label
         out.append(Case("tau2-openings", f"task-{c['task_id']}", (EvalTurn(c["text"], expect=c["expect"]),),
                         info=info))
     return out

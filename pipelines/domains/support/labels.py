@@ -136,13 +136,13 @@ GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|thank
 
 # A fact a text carries (a number, an address or email the vault redacted): a text opening with "Hi" that
 # carries one answers something ("Hi, my email is [EMAIL_1]"), so it is not a greeting alone.
-FACT = re.compile(r"\[(?:EMAIL|ADDRESS|PHONE|CARD|IBAN|SSN)_\d+\]|\d|@")
 PLACEHOLDER = re.compile(r"\[[A-Z]+_\d+\]")
+_FACT_PLACEHOLDER = re.compile(r"\[(?:EMAIL|ADDRESS|PHONE|CARD|IBAN|SSN)_\d+\]")
 
 
 def carries_fact(text: str) -> bool:
-    """A :data:`FACT` outside the placeholders' own numbers ("Thanks, [NAME_12]" carries none)."""
-    return FACT.search(PLACEHOLDER.sub(lambda m: m[0] if FACT.fullmatch(m[0]) else " ", text)) is not None
+    """A fact placeholder, or a digit or "@" outside the placeholders ("Thanks, [NAME_12]" carries none)."""
+    return bool(_FACT_PLACEHOLDER.search(text) or re.search(r"\d|@", PLACEHOLDER.sub(" ", text)))
 
 
 def _cue_text(text: str) -> str:
@@ -157,7 +157,7 @@ def _cue_text(text: str) -> str:
 def intent_prior(text: str) -> list[str] | None:
     """The intents the text's cues allow, in label order; ``None`` when no cue fires (any intent).
 
-    A greeting with no other cue and no :data:`FACT` allows ``greeting`` alone; cues are matched on
+    A greeting with no other cue and no fact (:func:`carries_fact`) allows ``greeting`` alone; cues are matched on
     :func:`_cue_text`. A change of an item cued as both an exchange and a modification is the one the text's
     words about delivery allow (received: exchange; pending: modification; both or neither: both).
     """
