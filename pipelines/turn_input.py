@@ -75,8 +75,11 @@ def clean_text(text: str, *, field: str = "text") -> str:
     return _BIDI_RE.sub("", text)
 
 
-def parse_turn_request(raw: Any, *, max_text_chars: int) -> TurnRequest:
-    """Validate a decoded JSON body (or a :class:`TurnRequest`) against the wire contract and limits."""
+def parse_turn_request(raw: Any, *, max_text_chars: int, accepts_perception: bool = False) -> TurnRequest:
+    """Validate a decoded JSON body (or a :class:`TurnRequest`) against the wire contract and limits.
+
+    ``perception`` (evaluation only) is refused unless ``accepts_perception`` (the pipeline's
+    ``oracle_perception`` setting): no client of a serving profile can steer what a turn perceives."""
     if isinstance(raw, TurnRequest):
         req = raw
     else:
@@ -98,11 +101,14 @@ def parse_turn_request(raw: Any, *, max_text_chars: int) -> TurnRequest:
             f"text is {len(req.text)} characters; the limit is {max_text_chars}",
             details={"limit": max_text_chars, "length": len(req.text)},
         )
+    if req.perception is not None and not accepts_perception:
+        raise ValidationFailed("perception: this app perceives every turn itself (pipeline.oracle_perception is off)",
+                               details={"fields": [{"field": "perception", "problem": "not accepted by this app"}]})
     text = clean_text(req.text)
     user_id = None if req.user_id is None else clean_text(req.user_id, field="user_id")
     if text != req.text or user_id != req.user_id:
         try:
-            req = TurnRequest(text=text, locale=req.locale, user_id=user_id)
+            req = TurnRequest(text=text, locale=req.locale, user_id=user_id, perception=req.perception)
         except ValidationError as exc:
             raise ValidationFailed("text: text must not be empty",
                                    details={"fields": [{"field": "text", "problem": "empty after "

@@ -48,7 +48,8 @@ from .prompts import narration_messages, perception_messages, slot_messages
 from .settings import TandemSettings
 from .state import META_KEY, TandemState
 
-__all__ = ["perceive_and_decide", "slot_call", "refill", "w1_config", "allowed_labels", "carried_request"]
+__all__ = ["perceive_and_decide", "slot_call", "refill", "w1_config", "allowed_labels", "carried_request",
+           "oracle_labels"]
 
 
 def w1_config(s: TandemSettings) -> W1Config:
@@ -86,6 +87,18 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
     if (intent not in domain.change_intents() and not by_policy) or intent not in domain.labels:
         return None
     return str(intent), str(sub) if sub in domain.labels[intent] else str(domain.labels[intent][0])
+
+
+def oracle_labels(domain: Domain, settings: TandemSettings, request: Any) -> tuple[str, str] | None:
+    """The intent and sub-intent a request carries (``perception``), when the app takes them
+    (``oracle_perception``) and the pack has them; ``None`` otherwise (the model perceives)."""
+    given = getattr(request, "perception", None)
+    if given is None or not settings.oracle_perception:
+        return None
+    subs = domain.labels.get(given.intent)
+    if subs is None or given.sub_intent not in subs:
+        return None
+    return given.intent, given.sub_intent
 
 
 def allowed_labels(domain: Domain, user_text: str, carried: tuple[str, str] | None = None) -> dict[str, list[str]]:
@@ -181,7 +194,13 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
     carried = carried_request(d, st.ctx.history)
     if carried is not None:
         st.meta["carried"] = {"intent": carried[0], "sub_intent": carried[1]}
-    w1 = Perception(models, w1_config(s), labels=allowed_labels(d, facts.user_text, carried),
+    labels = allowed_labels(d, facts.user_text, carried)
+    given = oracle_labels(d, s, st.ctx.request)
+    if given is not None:  # evaluation only: the request's own labels, the mechanisms after them measured apart
+        labels = {given[0]: [given[1]]}
+        st.meta["perception"] = {"source": "oracle", "intent": given[0], "sub_intent": given[1]}
+        orch.change_given = given[0] in d.change_intents()
+    w1 = Perception(models, w1_config(s), labels=labels,
                     tools=d.registry.names(),
                     phi=st.phi, snapshot=Snapshot.of(d.snapshot_values(facts)), counters=st.counters, emit=st.emit,
                     prefix="tandem", dispatch=dispatch, gate=narration_gate, safe_ack=d.texts.safe_ack,

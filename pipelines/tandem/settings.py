@@ -64,6 +64,10 @@ class TandemSettings(BaseModel):
         0, description="Engine priority of the orchestrator steps (generator and slot calls keep 0).")
     w2: bool = Field(True, description="Slot extraction + Ψ paragraph plan.")
     w3: bool = Field(True, description="Cross-turn guidance with the session-seeded scheduler.")
+    oracle_perception: bool = Field(
+        False, description="Evaluation only (`tandem eval --perception oracle`): a turn request may carry its intent "
+        "and sub-intent (`perception`), which W1's labels then take instead of the model's reading, so the mechanisms "
+        "after perception are measured apart. Off in every serving profile (a request that carries labels is refused).")
 
     @model_validator(mode="after")
     def _parallel_needs_segments(self) -> TandemSettings:

@@ -60,7 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the pack a suite runs on when several have it (an installed `tandem.domains` entry point; "
                    "default: the config's domain.name)")
     p.add_argument("--limit", type=int, default=20, help="tau2 tasks in file order (0 = all)")
-    p.add_argument("--max-user-turns", type=int, default=10, help="tau2-tasks: user turns per task at most")
+    p.add_argument("--max-user-turns", type=int, default=30, help="tau2-tasks: user turns per task at most")
+    p.add_argument("--user", choices=("instructed", "informed"), default="instructed",
+                   help="tau2-tasks: the scripted user — instructed (says only what its instructions say; the default) "
+                   "or informed (answers from the task's expected actions, for comparison)")
+    p.add_argument("--perception", choices=("model", "oracle"), default="model",
+                   help="tau2-tasks: model (the turn perceives) or oracle (each turn carries the intent of the request "
+                   "the user pursues: the mechanisms after perception measured apart; tandem only)")
+    p.add_argument("--half", choices=("all", "studied", "measured"), default="all",
+                   help="tau2 suites: every task, or one half of the fixed split (seed SPLIT_SEED)")
     p.add_argument("--verbatim", action="store_true", help="send reason_for_call unchanged (second person)")
     p.add_argument("--pack-sessions", type=int, default=4, help="sessions of a pack's generated suites")
     p.add_argument("--pack-turns", type=int, default=5, help="turns per session of a pack's generated suites")
@@ -104,12 +112,13 @@ def build_cases(ns: argparse.Namespace, plan: list[tuple[str, list[str]]], world
                         s == "tau2-tasks" and not (base / "db.json").is_file()):
                     raise ValueError(f"tau2 tasks (tasks_train.json, db.json) of the {domain} pack not found in "
                                      f"{base} (use --tau2-dir)")
+                half = getattr(ns, "half", "all")
                 if s == "tau2-openings":
-                    out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim, kit=kit)
+                    out[s] = tau2_suite(base, ns.limit, verbatim=ns.verbatim, kit=kit, half=half)
                 else:
                     if not kit.plays_tasks:
                         raise ValueError(f"the {domain} pack has no scripted user for whole tau2 tasks")
-                    out[s] = tau2_tasks_suite(base, ns.limit, verbatim=ns.verbatim, kit=kit)
+                    out[s] = tau2_tasks_suite(base, ns.limit, verbatim=ns.verbatim, kit=kit, half=half)
             else:
                 out[s] = pack_suite(kit, s)(SuiteOptions(world_seed=world_seed, seed=ns.seed,
                                                          sessions=ns.pack_sessions, turns=ns.pack_turns))

@@ -76,6 +76,14 @@ def _confirmed_writes(kind: str, log: list[dict[str, Any]]) -> list[tuple[str, d
     return out
 
 
+def _expected(card: tuple[str, dict[str, Any]], tools: dict[str, str], writes: Any) -> bool:
+    """Whether a shown card is one of the task's expected writes (its tool and arguments)."""
+    from pipelines.core.tau2_user import same_arguments
+
+    tool = tools.get(card[0])
+    return any(a["name"] == tool and same_arguments(card[1], a["arguments"]) for _, a in writes)
+
+
 def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent: str | None = None,
                    kit: PackEvaluation | None = None) -> bool | None:
     """Whether a perceived intent fits a tau2 task's intent label (``None``: nothing to judge).
@@ -144,7 +152,11 @@ class Evaluator:
     # the app's world back to its seed before each whole task (None: against a running app, --http, the tasks
     # share one world and a later task may meet an earlier one's writes)
     reset: Callable[[], None] | None = None
-    max_user_turns: int = 10
+    max_user_turns: int = 30
+    user_kind: str = "instructed"
+    """The scripted user of whole tasks: ``instructed`` (its instructions only) or ``informed``."""
+    perception: str = "model"
+    """``model``: the turn perceives; ``oracle``: each turn carries the labels of the request the user pursues."""
     _pack: Any = None
     _kit: PackEvaluation = field(default_factory=PackEvaluation)
     _vocab: set[str] | None = None
@@ -243,11 +255,11 @@ class Evaluator:
                             if self.kind in META_KEYS and own else None)
 
     def _turn(self, case: Case, sid: str, i: int, turn: EvalTurn, ledger: SessionLedger,
-              session_tools: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]],
-                                                           list[dict[str, Any]], dict[str, Any]]:
+              session_tools: list[dict[str, Any]], perception: tuple[str, str] | None = None
+              ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
         """One turn sent and judged: its row, its SSE events, its logged events, its own meta."""
         res = run_turn(self.http, sid, turn.text, user_id=turn.user_id, timeout_s=self.timeout_s,
-                       api_key=self.api_key, client=self._client)
+                       api_key=self.api_key, client=self._client, perception=perception)
         red = ledger.add_user_text(turn.text)
         tid = res.done.get("turn_id")
         log = self.events.turn(tid) if tid and self.logged else []
@@ -287,34 +299,52 @@ class Evaluator:
                 if on_row is not None:
                     on_row(row)
                 return [row]
-        user = self._kit.scripted_user(task, db, {c.id: c.tool for c in self._pack.cards}, self.max_user_turns)
+        user = self._kit.scripted_user(task, db, {c.id: c.tool for c in self._pack.cards}, self.max_user_turns,
+                                       kind=self.user_kind)
         if user is None:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")
+        oracle = self.perception == "oracle" and self.kind in META_KEYS
         sid = session_id(self.kind, case, self.stamp)
         ledger, session_tools = SessionLedger(), []
         rows: list[dict[str, Any]] = []
         writes: list[tuple[str, dict[str, Any]]] = []
+        cards: list[tuple[str, dict[str, Any]]] = []
+        readback_missing = 0
         text: str | None = user.opening()
         rules: list[str] = ["opening"]
         i = 0
         while text is not None:
-            row, sse, log, own = self._turn(case, sid, i, EvalTurn(text), ledger, session_tools)
+            labels = self._kit.oracle_labels(user.pursuing()) if oracle else None
+            row, sse, log, own = self._turn(case, sid, i, EvalTurn(text), ledger, session_tools, perception=labels)
             writes += _confirmed_writes(self.kind, log)
             if i == 0:
                 self._intent_verdict(row, case, own)
+            shown = [(str(e.get("card_id")), dict(e.get("params") or {})) for e in sse if e.get("type") == "action_card"]
+            row["readback_missing"] = [self._readback_gap(c, p, sse, db) for c, p in shown]
+            row["readback_missing"] = [g for g in row["readback_missing"] if g]
+            readback_missing += len(row["readback_missing"])
+            cards += shown
             reply = user.respond(AssistantTurn.from_sse(sse)) if not row.get("error") else None
             row["user_rule"] = rules[-1]
             row["repeated_ask"] = bool(reply and reply.repeated_ask)
+            if labels is not None:
+                row["oracle_labels"] = list(labels)
             rows.append(row)
             if reply is None or reply.text is None:
                 user.ended = user.ended or ("error" if reply is None else reply.rule)
                 break
             rules.append(reply.rule)
             text, i = reply.text, i + 1
+        tools = {c.id: c.tool for c in self._pack.cards}
         record: dict[str, Any] = {
-            "task_id": case.info["task_id"], "ended": user.ended, "user_turns": user.turns,
+            "task_id": case.info["task_id"], "half": case.info.get("half"), "ended": user.ended,
+            "user_turns": user.turns, "user": getattr(user, "kind", self.user_kind),
+            "perception": "oracle" if oracle else "model",
             "actions_expected": len(user.writes), "actions_matched": len(user.done),
             "cards_refused": user.cards_refused, "repeated_asks": user.repeated_asks,
+            "reoffered_after_no": int(getattr(user, "reoffered_after_no", 0)),
+            "readback_missing": readback_missing, "cards_shown": len(cards),
+            "first_card_ok": (None if not user.writes else bool(cards) and _expected(cards[0], tools, user.writes)),
             "writes": [w[0] for w in writes],
         }
         if self.entity is not None:
@@ -329,6 +359,18 @@ class Evaluator:
             if on_row is not None:
                 on_row(r)
         return rows
+
+    def _readback_gap(self, card_id: str, params: dict[str, Any], sse: list[dict[str, Any]],
+                      db: dict[str, Any]) -> dict[str, list[str]]:
+        """The words a card's read-back misses, per argument it changes (empty: every one is named)."""
+        said = " ".join(str(e.get("text") or "") for e in sse if e.get("type") in ("narration.delta", "reply.delta"))
+        said = " ".join(said.casefold().split())
+        gaps: dict[str, list[str]] = {}
+        for arg, terms in self._kit.readback_terms(card_id, params, db).items():
+            missing = [t for t in terms if " ".join(str(t).casefold().split()) not in said]
+            if missing:
+                gaps[arg] = missing
+        return {"card_id": card_id, "missing": gaps} if gaps else {}
 
     def _judge(self, base: dict[str, Any], case: Case, turn: Any, sse: list[dict[str, Any]],
                log: list[dict[str, Any]], own: dict[str, Any], red: str, ledger: SessionLedger,

@@ -110,24 +110,43 @@ def pack_measures(rows: Sequence[Row]) -> dict[str, Any]:
     return out
 
 
-def tau2_tasks(tasks: Sequence[Mapping[str, Any]], rows: Sequence[Row]) -> dict[str, Any]:
-    """Whole tau2 tasks: the database check, actions matched, cards refused, repeated asks, turns per task."""
+def _one(values: Iterable[Any]) -> Any:
+    """The one value a run's tasks share (``user``, ``perception``); ``mixed`` when they differ."""
+    seen = list(dict.fromkeys(v for v in values if v is not None))
+    return seen[0] if len(seen) == 1 else ("mixed" if seen else None)
+
+
+def tau2_tasks(tasks: Sequence[Mapping[str, Any]], rows: Sequence[Row], *, halves: bool = True) -> dict[str, Any]:
+    """Whole tau2 tasks: the database check, actions matched, cards refused, repeated asks, turns per task, cards
+    offered again unchanged after a no, cards whose read-back misses an argument they change, whether the first
+    card offered was an expected write; and the same per half of the fixed split (``halves``)."""
     judged = [t for t in tasks if t.get("passed") is not None]
     passed = sum(1 for t in judged if t["passed"])
     turns = Counter(r["case"] for r in rows)
-    return {
+    out = {
         "tasks": len(tasks),
         "passed": passed if judged else None,
         "pass_rate": round(100.0 * passed / len(judged), 1) if judged else None,
+        "user": _one(t.get("user") for t in tasks),
+        "perception": _one(t.get("perception") for t in tasks),
         "actions_expected": sum(int(t.get("actions_expected") or 0) for t in tasks),
         "actions_matched": sum(int(t.get("actions_matched") or 0) for t in tasks),
         "cards_refused": sum(int(t.get("cards_refused") or 0) for t in tasks),
         "repeated_asks": sum(int(t.get("repeated_asks") or 0) for t in tasks),
+        "reoffered_after_no": sum(int(t.get("reoffered_after_no") or 0) for t in tasks),
+        "readback_missing": sum(int(t.get("readback_missing") or 0) for t in tasks),
+        "first_card_ok": rate(t.get("first_card_ok") for t in tasks),
         "turns_p50": percentile(turns.values(), 0.5),
         "ended": dict(Counter(str(t.get("ended")) for t in tasks)),
         "first_token_ms": p50_p90(r.get("first_token_ms") for r in rows),
         "e2e_ms": p50_p90(r.get("e2e_ms") for r in rows),
     }
+    if halves:
+        names = sorted({str(t["half"]) for t in tasks if t.get("half")})
+        out["halves"] = {h: tau2_tasks([t for t in tasks if t.get("half") == h],
+                                       [r for r in rows if (r.get("info") or {}).get("half") == h], halves=False)
+                         for h in names}
+    return out
 
 
 def summary_doc(rows: Sequence[Row], run: Mapping[str, Any]) -> dict[str, Any]:
@@ -265,15 +284,19 @@ def markdown(doc: Mapping[str, Any]) -> str:
              if p.get("tau2_tasks")]
     if tasks:
         lines += ["## tau2 tasks (scripted user, database check)", "",
-                  "| pipeline | tasks | passed | actions matched / expected | cards refused | repeated asks | "
-                  "turns p50 | first token p50 / p90 ms | e2e p50 / p90 ms | intent acc | ended |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for k, t, ia in tasks:
-            passed = "–" if t["passed"] is None else f"{t['passed']}/{t['tasks']} ({t['pass_rate']:g}%)"
-            lines.append(f"| {k} | {t['tasks']} | {passed} | {t['actions_matched']}/{t['actions_expected']} | "
-                         f"{t['cards_refused']} | {t['repeated_asks']} | {_fmt(t['turns_p50'])} | "
-                         f"{_fmt(t['first_token_ms'])} | {_fmt(t['e2e_ms'])} | {_fmt(ia)} | "
-                         + ", ".join(f"{a} {n}" for a, n in t["ended"].items()) + " |")
+                  "| pipeline | user | perception | half | tasks | passed | actions matched / expected | first card ok | "
+                  "cards refused | re-offered after no | read-back missing | repeated asks | turns p50 | "
+                  "first token p50 / p90 ms | e2e p50 / p90 ms | ended |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for k, t, _ in tasks:
+            parts = [("all", t)] + sorted((t.get("halves") or {}).items())
+            for half, h in parts:
+                passed = "–" if h["passed"] is None else f"{h['passed']}/{h['tasks']} ({h['pass_rate']:g}%)"
+                lines.append(f"| {k} | {t.get('user')} | {t.get('perception')} | {half} | {h['tasks']} | {passed} | "
+                             f"{h['actions_matched']}/{h['actions_expected']} | {_fmt(h.get('first_card_ok'))} | "
+                             f"{h['cards_refused']} | {h.get('reoffered_after_no')} | {h.get('readback_missing')} | "
+                             f"{h['repeated_asks']} | {_fmt(h['turns_p50'])} | {_fmt(h['first_token_ms'])} | "
+                             f"{_fmt(h['e2e_ms'])} | " + ", ".join(f"{a} {n}" for a, n in h["ended"].items()) + " |")
         lines.append("")
     if doc.get("ratios"):
         lines += ["## First-token ratios (p50, same run)", ""]

@@ -68,7 +68,8 @@ def _http_run(ns: argparse.Namespace, kind: str, suites: list[str], cases: dict[
     rows: list[dict[str, Any]] = []
     for domain, dsuites in ns.plan:
         ev = Evaluator(kind, domain, ns.http.rstrip("/"), events, world_seed=world_seed, timeout_s=ns.turn_timeout_s,
-                       api_key=ns.api_key, max_user_turns=getattr(ns, "max_user_turns", 10))
+                       api_key=ns.api_key, max_user_turns=getattr(ns, "max_user_turns", 30),
+                       user_kind=getattr(ns, "user", "instructed"), perception=getattr(ns, "perception", "model"))
         try:
             got, skipped = _play(ev, dsuites, cases, deadline, on_row)
         finally:
@@ -89,7 +90,9 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
     deadline = t0 + ns.max_wall_s
     run: dict[str, Any] = {
         "started_at": time.strftime("%Y-%m-%d %H:%M:%S"), "config": str(ns.config), "pipelines": kinds,
-        "suites": suites, "tau2_limit": ns.limit, "verbatim": ns.verbatim, "pack_sessions": ns.pack_sessions,
+        "suites": suites, "tau2_limit": ns.limit, "verbatim": ns.verbatim,
+        "user": getattr(ns, "user", "instructed"), "perception": getattr(ns, "perception", "model"),
+        "half": getattr(ns, "half", "all"), "pack_sessions": ns.pack_sessions,
         "pack_turns": ns.pack_turns, "pack_seed": ns.seed, "suite_domains": {s: d for d, ss in ns.plan for s in ss}, "world_seed": world_seed, "warmup": ns.warmup,
         "http": ns.http, "cpus": os.cpu_count(), "apps": [], "skipped": [], "skipped_turns": 0,
     }
@@ -115,7 +118,9 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                     continue
                 tag = f"{kind}-{domain}"
                 over = app_overrides(kind, domain, base_args.get("pipeline") or {}, work, tag, world_seed=world_seed,
-                                     dataset=_dataset(dsuites, cases))
+                                     dataset=_dataset(dsuites, cases),
+                                     oracle_perception=getattr(ns, "perception", "model") == "oracle"
+                                     and kind == "tandem")
                 print(f"[{tag}] deploying ...", flush=True)
                 app: dict[str, Any] = {"kind": kind, "domain": domain}
                 try:
@@ -132,7 +137,9 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                 ev = Evaluator(kind, domain, apps.http, events, max_steps=int(over["pipeline"].get("max_steps", 3)),
                                world_seed=world_seed, timeout_s=ns.turn_timeout_s,
                                entity=apps.entity, reset=apps.reset_world,
-                               max_user_turns=getattr(ns, "max_user_turns", 10))
+                               max_user_turns=getattr(ns, "max_user_turns", 30),
+                               user_kind=getattr(ns, "user", "instructed"),
+                               perception=getattr(ns, "perception", "model"))
                 t_app = time.monotonic()
                 try:
                     got, skipped = _play(ev, dsuites, cases, deadline, on_row)

@@ -55,16 +55,20 @@ class TurnResult:
 
 
 def run_turn(http: str, session_id: str, text: str, *, user_id: str | None = None, timeout_s: float = 300.0,
-             api_key: str | None = None, client: Any = None) -> TurnResult:
+             api_key: str | None = None, client: Any = None,
+             perception: tuple[str, str] | None = None) -> TurnResult:
     """POST one turn with ``Accept: text/event-stream``; every event and the client-side timings.
 
-    ``client`` is an ``httpx.Client`` to reuse (its connection pool); a new one otherwise.
+    ``client`` is an ``httpx.Client`` to reuse (its connection pool); a new one otherwise. ``perception``:
+    the turn's (intent, sub-intent) given instead of perceived (an app deployed with ``oracle_perception``).
     """
     import httpx
 
     body: dict[str, Any] = {"text": text}
     if user_id:
         body["user_id"] = user_id
+    if perception is not None:
+        body["perception"] = {"intent": perception[0], "sub_intent": perception[1]}
     headers = {"Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -155,7 +159,7 @@ def session_turns(http: str, session_id: str, *, api_key: str | None = None,
 
 
 def app_overrides(kind: str, domain: str, base_pipeline: dict[str, Any], work: Path, tag: str,
-                  *, world_seed: int, dataset: str | None = None) -> dict[str, Any]:
+                  *, world_seed: int, dataset: str | None = None, oracle_perception: bool = False) -> dict[str, Any]:
     """The app args overridden for one (kind, domain): fresh store and world, telemetry, the pipeline section.
 
     The pipeline section keeps the shared decoding bounds (reply tokens, temperature,
@@ -166,6 +170,8 @@ def app_overrides(kind: str, domain: str, base_pipeline: dict[str, Any], work: P
                                             "max_text_chars") if k in base_pipeline}
     pipeline = dict(base_pipeline) if base_pipeline.get("kind") == kind else {"kind": kind, **shared}
     pipeline["kind"] = kind
+    if oracle_perception:  # evaluation only: the turn takes the labels each request carries
+        pipeline["oracle_perception"] = True
     return {
         "store": {"kind": "sqlite", "path": str(work / f"{tag}-sessions.db")},
         "telemetry": {"jsonl_dir": str(work / "telemetry")},

@@ -42,6 +42,7 @@ __all__ = [
     "first_person",
     "opening",
     "tau2_cases",
+    "tau2_tasks",
     "tau2_suite",
     "tau2_tasks_suite",
     "TAU2_SUITES",
@@ -108,14 +109,25 @@ def resolve_suites(suites: list[str], domain: str | None, known: dict[str, list[
     return list(out.items())
 
 
-def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
-    """The tau2 openings as plain dicts: ``task_id``, ``text``, ``first_expected_action``, ``expect``, ``actions``
-    (the task's expected actions)."""
+def tau2_tasks(base: Path, limit: int, half: str = "all") -> list[dict[str, Any]]:
+    """The tasks of ``base/tasks_train.json`` in file order, each with its ``half`` of the fixed split
+    (:func:`pipelines.core.tau2_user.split_half`, over every task of the file), keeping one half when asked; then
+    the first ``limit`` (0: all)."""
+    from pipelines.core.tau2_user import split_half
+
     tasks = json.loads((base / "tasks_train.json").read_text())
-    if limit > 0:
-        tasks = tasks[:limit]
+    halves = split_half([str(t["id"]) for t in tasks])
+    tasks = [{**t, "_half": halves[str(t["id"])]} for t in tasks]
+    if half != "all":
+        tasks = [t for t in tasks if t["_half"] == half]
+    return tasks[:limit] if limit > 0 else tasks
+
+
+def tau2_cases(base: Path, limit: int, verbatim: bool, half: str = "all") -> list[dict[str, Any]]:
+    """The tau2 openings as plain dicts: ``task_id``, ``text``, ``first_expected_action``, ``expect``, ``actions``
+    (the task's expected actions), ``half``."""
     out = []
-    for t in tasks:
+    for t in tau2_tasks(base, limit, half):
         actions = (t.get("evaluation_criteria") or {}).get("actions") or []
         first = actions[0]["name"] if actions else None
         out.append({
@@ -123,17 +135,18 @@ def tau2_cases(base: Path, limit: int, verbatim: bool) -> list[dict[str, Any]]:
             "text": opening(t["user_scenario"]["instructions"]["reason_for_call"], verbatim),
             "first_expected_action": first,
             "expect": {"kind": "escalate" if first == "transfer_to_human_agents" else "identify"},
-            "actions": actions,
+            "actions": actions, "half": t["_half"],
         })
     return out
 
 
-def tau2_suite(base: Path, limit: int, *, verbatim: bool = False, kit: PackEvaluation | None = None) -> list[Case]:
+def tau2_suite(base: Path, limit: int, *, verbatim: bool = False, kit: PackEvaluation | None = None,
+               half: str = "all") -> list[Case]:
     """One single-turn case per tau2 task (see module docstring); with the pack's ``kit``, ``info`` also
     carries the intent label of the task's expected actions (``kit.intent_label``; ``None``: none)."""
     out = []
-    for c in tau2_cases(base, limit, verbatim):
-        info = {"task_id": c["task_id"], "first_expected_action": c["first_expected_action"]}
+    for c in tau2_cases(base, limit, verbatim, half):
+        info = {"task_id": c["task_id"], "first_expected_action": c["first_expected_action"], "half": c["half"]}
         label = kit.intent_label(c["actions"]) if kit is not None else None
         if label is not None:
             info["intent_label"] = label
@@ -143,7 +156,7 @@ def tau2_suite(base: Path, limit: int, *, verbatim: bool = False, kit: PackEvalu
 
 
 def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False,
-                     kit: PackEvaluation | None = None) -> list[Case]:
+                     kit: PackEvaluation | None = None, half: str = "all") -> list[Case]:
     """One whole session per tau2 task, played by the pack's scripted user.
 
     The case's one turn is the opening; the evaluator asks the user for every later one.
@@ -151,16 +164,13 @@ def tau2_tasks_suite(base: Path, limit: int, *, verbatim: bool = False,
     tasks' folder.
     """
     kit = kit or PackEvaluation()
-    tasks = json.loads((base / "tasks_train.json").read_text())
-    if limit > 0:
-        tasks = tasks[:limit]
     out = []
-    for t in tasks:
+    for t in tau2_tasks(base, limit, half):
         actions = (t.get("evaluation_criteria") or {}).get("actions") or []
         out.append(Case("tau2-tasks", f"task-{t['id']}",
                         (EvalTurn(opening(t["user_scenario"]["instructions"]["reason_for_call"], verbatim)),),
                         info={"task_id": str(t["id"]), "intent_label": kit.intent_label(actions),
-                              "tau2_dir": str(base)}))
+                              "tau2_dir": str(base), "half": t["_half"]}))
     return out
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pipelines.core.evaluation import Case, EntityLookup, EvalTurn, PackEvaluation, SuiteOptions
 
-from .tau2_user import WRITE_VERBS, ScriptedUser, intent_label
+from .labels import CARD_INTENTS
+from .tau2_user import WRITE_VERBS, ScriptedUser, instructed_vocabulary, intent_label
 
 __all__ = ["ALEX", "PRIYA", "FLOWS", "CARD_RULES", "flow_suite", "SupportEvaluation"]
 
@@ -85,8 +86,53 @@ class SupportEvaluation(PackEvaluation):
         return None if found is None else str(found.get("status"))
 
     def scripted_user(self, task: Mapping[str, Any], db: Mapping[str, Any], card_tools: Mapping[str, str],
-                      max_turns: int) -> ScriptedUser:
-        return ScriptedUser(task, db, card_tools, max_turns=max_turns)
+                      max_turns: int, kind: str = "instructed") -> Any:
+        if kind == "informed":
+            return ScriptedUser(task, db, card_tools, max_turns=max_turns)
+        from pipelines.core.tau2_user import InstructedUser
+
+        return InstructedUser(task, instructed_vocabulary(db), card_tools, max_turns=max_turns)
+
+    def oracle_labels(self, tool: str | None) -> tuple[str, str]:
+        """The (intent, sub-intent) whose card runs ``tool``; a question about an order when none."""
+        from .cards import ACTION_CARDS
+
+        card = next((c.id for c in ACTION_CARDS if c.tool == tool and c.kind == "write"), None)
+        for key, cards in CARD_INTENTS.items():
+            if card in cards:
+                intent, _, sub = key.partition("/")
+                return intent, sub or {"cancel": "order"}.get(intent, "items")
+        return "order_status", "status"
+
+    def readback_terms(self, card_id: str, params: Mapping[str, Any], db: Mapping[str, Any]) -> dict[str, list[str]]:
+        """What a card's read-back must name, per argument it changes: each item by its product name, each new
+        item by its option values, the address line by line, the payment method by its kind (a card by its last
+        four digits), the reason, the order."""
+        orders, products, users = db.get("orders") or {}, db.get("products") or {}, db.get("users") or {}
+        order = orders.get(str(params.get("order_id", ""))) or {}
+        out: dict[str, list[str]] = {}
+        if params.get("order_id"):
+            out["order_id"] = [str(params["order_id"])]
+        by_item = {str(i.get("item_id")): str(i.get("name")) for i in order.get("items", [])}
+        if isinstance(params.get("item_ids"), list):
+            out["item_ids"] = [by_item.get(str(i), str(i)) for i in params["item_ids"]]
+        if isinstance(params.get("new_item_ids"), list):
+            options = {vid: v.get("options") or {} for p in products.values()
+                       for vid, v in (p.get("variants") or {}).items()}
+            out["new_item_ids"] = [str(x) for i in params["new_item_ids"] for x in options.get(str(i), {}).values()]
+        address = [str(params[k]) for k in ("address1", "address2", "city", "state", "zip", "country")
+                   if params.get(k)]
+        if address:
+            out["address"] = address
+        if params.get("payment_method_id"):
+            owner = str(order.get("user_id") or params.get("user_id") or "")
+            pm = ((users.get(owner) or {}).get("payment_methods") or {}).get(str(params["payment_method_id"])) or {}
+            source = str(pm.get("source") or "")
+            out["payment_method_id"] = ([str(pm.get("last_four"))] if source == "credit_card" and pm.get("last_four")
+                                        else [{"gift_card": "gift card", "paypal": "PayPal"}.get(source, source)])
+        if params.get("reason"):
+            out["reason"] = [str(params["reason"])]
+        return {k: v for k, v in out.items() if v}
 
     def intent_label(self, actions: Sequence[Mapping[str, Any]]) -> str | None:
         return intent_label(actions)

@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.core.evaluation import AssistantTurn, opening
+from pipelines.core.tau2_user import asking, card_signature, same_arguments
 
 __all__ = ["AssistantTurn", "UserReply", "ScriptedUser", "intent_label", "opening_of", "INTENT_LABELS",
-           "LOOKUP_ACTIONS", "WRITE_VERBS"]
+           "LOOKUP_ACTIONS", "WRITE_VERBS", "asking", "same_arguments"]
 
 LOOKUP_ACTIONS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 #: tau2's write tools → the request in words (the label of intent accuracy, the restated request).
@@ -68,15 +69,6 @@ _TOPICS: dict[str, re.Pattern[str]] = {
     "payment": re.compile(r"\b(payment|pay|card|paypal|gift card|refund (it )?to)\b", re.I),
     "reason": re.compile(r"\breason\b|\bwhy\b", re.I),
 }
-_ASKS = re.compile(r"\?|\b(please (provide|tell|confirm|share|give|specify)|could you|can you|which|what)\b", re.I)
-_SENTENCES = re.compile(r"(?<=[.!?])\s+")
-
-
-def asking(text: str) -> str:
-    """The sentences of an assistant text that ask the user something (a question, or a request to provide,
-    tell, share…): what the user answers. A statement that merely mentions an email ("you will receive an
-    email") asks nothing."""
-    return " ".join(s for s in _SENTENCES.split(text.strip()) if s and _ASKS.search(s))
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 _NAME_ZIP = re.compile(r"\bYou are ([A-Z][a-z]+) ([A-Z][a-z]+)\b.*?\bzip ?code (\d{5})", re.S)
 
@@ -103,25 +95,6 @@ def opening_of(task: Mapping[str, Any], verbatim: bool = False) -> str:
     return opening(task["user_scenario"]["instructions"]["reason_for_call"], verbatim)
 
 
-def _same(value: Any, want: Any) -> bool:
-    if isinstance(want, list):  # the same records in any order: the tools store a sorted list or pair them
-        return isinstance(value, list | tuple) and sorted(str(v) for v in value) == sorted(str(w) for w in want)
-    return str(value).strip() == str(want).strip()
-
-
-def same_arguments(params: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
-    """A card's arguments equal an expected action's, as a customer reads a card back: each value the same, a
-    list the same records in any order, and lists of one length read as pairs (the item and what it becomes:
-    ``item_ids[i]`` ↔ ``new_item_ids[i]``), the same pairs in any order."""
-    if not all(_same(params.get(k), v) for k, v in want.items()):
-        return False
-    lists = [k for k, v in want.items() if isinstance(v, list)]
-    if len(lists) > 1 and len({len(want[k]) for k in lists}) == 1:
-        pairs = sorted(zip(*(map(str, params[k]) for k in lists), strict=False))
-        return pairs == sorted(zip(*(map(str, want[k]) for k in lists), strict=False))
-    return True
-
-
 def _words(options: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in options.items())
 
@@ -140,8 +113,11 @@ class ScriptedUser:
     said: list[str] = field(default_factory=list)
     cards_refused: int = 0
     repeated_asks: int = 0
+    reoffered_after_no: int = 0
     restated: int = 0
     ended: str | None = None
+    kind: str = "informed"
+    _refused: list[str] = field(default_factory=list)
 
     @property
     def actions(self) -> list[Mapping[str, Any]]:
@@ -153,6 +129,11 @@ class ScriptedUser:
 
     def next_write(self) -> Mapping[str, Any] | None:
         return next((a for i, a in self.writes if i not in self.done), None)
+
+    def pursuing(self) -> str | None:
+        """The tool of the request pursued now (``None``: no write remains)."""
+        nxt = self.next_write()
+        return None if nxt is None else str(nxt["name"])
 
     def _say(self, text: str | None, rule: str, repeated: bool = False) -> UserReply:
         if text is None:
@@ -268,6 +249,9 @@ class ScriptedUser:
                 self.restated = 0
                 return self._say("Yes, please go ahead.", "yes")
             self.cards_refused += 1
+            sig = card_signature(card_id, params)
+            self.reoffered_after_no += sig in self._refused
+            self._refused.append(sig)
             return self._say("No, that's not what I want.", "no")
         asked = turn.question or asking(turn.text)
         if asked and _IDENTITY.search(asked):
@@ -332,3 +316,70 @@ class ScriptedUser:
         if "item" in topics and a.get("item_ids"):
             out += [self._order_item(str(a.get("order_id", "")), i) for i in a["item_ids"]]
         return out
+
+
+# -- the instructed user's vocabulary (pipelines.core.tau2_user) -----------------------------------------------
+
+_PAYMENT_FACT = re.compile(r"\b(credit|debit) cards?\b|\b(visa|mastercard|amex|american express|discover)\b|"
+                           r"\bgift ?cards?\b|\bpay ?pal\b|\b(original|same) (payment|method|card)\b|"
+                           r"\bpayment method\b|\brefund\w* (?:to|on|in)\b|\bpay (?:for |the )?(?:difference|with)\b",
+                           re.I)
+_ADDRESS_FACT = re.compile(r"\b\d{1,6}\s+(?:[A-Za-z0-9'.-]+\s+){0,3}(?:street|st|avenue|ave|road|rd|lane|ln|drive|"
+                           r"dr|boulevard|blvd|way|court|ct|place|pl|terrace|parkway|highway|hwy|circle)\b", re.I)
+_REASON_FACT = re.compile(r"\b(because|since|no longer|not needed|don'?t need|by mistake|mistaken|accident\w*)\b",
+                          re.I)
+_ORDER_ID = re.compile(r"#?\bW\d{6,8}\b")
+UNKNOWN_LINES: dict[str, str] = {
+    "order": "I don't know the order number.",
+    "payment": "I'd like to use the payment method I paid for the order with.",
+    "reason": "I just don't need it anymore.",
+    "address": "I don't have another address to give.",
+    "item": "I'm not sure which one.",
+}
+
+
+def _product_names(db: Mapping[str, Any]) -> list[str]:
+    return sorted({str(p.get("name")) for p in (db.get("products") or {}).values() if p.get("name")}, key=len,
+                  reverse=True)
+
+
+def _names_pattern(names: Sequence[str]) -> re.Pattern[str]:
+    """A product named as a customer writes it: its whole name (hyphens, spaces or nothing between its words, a
+    plural), or its last word of four letters or more."""
+    alts: set[str] = set()
+    for name in names:
+        toks = [t for t in re.split(r"[\s\-_/]+", name.lower()) if t]
+        if not toks:
+            continue
+        alts.add(r"[\s\-]?".join(map(re.escape, toks)) + r"(?:e?s)?")
+        if len(toks) > 1 and len(toks[-1]) >= 4:
+            alts.add(re.escape(toks[-1]) + r"(?:e?s)?")
+    body = "|".join(sorted(alts, key=len, reverse=True)) or r"(?!x)x"
+    return re.compile(rf"\b(?:{body})\b|\b(?:items?|everything|all (?:the |my )?(?:things|items))\b", re.I)
+
+
+def instructed_vocabulary(db: Mapping[str, Any]) -> Any:
+    """The support pack's words for the instructed user: topics of its questions and facts, the order id's shape,
+    what the user says when its instructions hold nothing, and the names of a write's records."""
+    from pipelines.core.tau2_user import InstructedVocabulary
+
+    orders = db.get("orders") or {}
+    products = db.get("products") or {}
+
+    def names(args: Mapping[str, Any]) -> dict[str, list[str]]:
+        order = orders.get(str(args.get("order_id", ""))) or {}
+        by_item = {str(i.get("item_id")): str(i.get("name")) for i in order.get("items", [])}
+        out: dict[str, list[str]] = {}
+        if isinstance(args.get("item_ids"), list):
+            out["item_ids"] = [by_item.get(str(i), "item") for i in args["item_ids"]]
+        if isinstance(args.get("new_item_ids"), list):
+            variant_of = {vid: str(p.get("name")) for p in products.values() for vid in (p.get("variants") or {})}
+            out["new_item_ids"] = [variant_of.get(str(i), "item") for i in args["new_item_ids"]]
+        return out
+
+    return InstructedVocabulary(
+        write_tools=frozenset(WRITE_VERBS), asks=_TOPICS,
+        facts={"item": _names_pattern(_product_names(db)), "payment": _PAYMENT_FACT, "address": _ADDRESS_FACT,
+               "reason": _REASON_FACT, "order": _ORDER_ID},
+        ids={"order": _ORDER_ID}, id_line={"order": "It's order {id}."}, unknown=UNKNOWN_LINES,
+        identity=_IDENTITY, identity_order=("email", "name_zip", "user_id"), names=names)
