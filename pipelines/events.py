@@ -11,8 +11,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from pipelines.cost import CostBlock
+
 __all__ = [
     "TurnRequest",
+    "PerceptionLabels",
     "NarrationDelta",
     "ReplyDelta",
     "ActionCardEvent",
@@ -33,12 +36,23 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PerceptionLabels(_Wire):
+    """An intent and sub-intent given with a turn instead of perceived (evaluation only: ``--perception oracle``)."""
+
+    intent: str = Field(..., min_length=1, max_length=40, pattern=r"^[a-z_]+$")
+    sub_intent: str = Field(..., min_length=1, max_length=40, pattern=r"^[a-z_]+$")
+
+
 class TurnRequest(_Wire):
     """Body of ``POST /v1/sessions/{id}/turns`` and of the gRPC ``TurnRequest``."""
 
     text: str = Field(..., description="The user's message (non-empty).")
     locale: str = Field("en", min_length=2, max_length=35, pattern=r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")
     user_id: str | None = Field(None, max_length=128)
+    perception: PerceptionLabels | None = Field(
+        None, description="Evaluation only: the turn's intent and sub-intent, taken instead of the model's labels "
+        "(the mechanisms after perception measured apart). Refused (422) unless the app's pipeline was deployed "
+        "with `oracle_perception: true`, which no serving profile sets.")
 
     @field_validator("text")
     @classmethod

@@ -200,7 +200,8 @@ class TandemIngress(OpenAiIngress):
 
     def _validate(self, session_id: str, body: Any) -> TurnRequest:
         validate_session_id(session_id)
-        return parse_turn_request(body, max_text_chars=self.config.pipeline.max_text_chars)
+        return parse_turn_request(body, max_text_chars=self.config.pipeline.max_text_chars,
+                                  accepts_perception=bool(getattr(self.config.pipeline, "oracle_perception", False)))
 
     async def _start(self, session_id: str, req: TurnRequest, received_at: float, principal: str,
                      idempotency_key: str | None) -> AsyncIterator[Any]:

@@ -152,11 +152,17 @@ class ScriptedUserLike(Protocol):
     turns: int
     cards_refused: int
     repeated_asks: int
+    reoffered_after_no: int
     ended: str | None
+    kind: str
 
     def opening(self) -> str: ...
 
     def respond(self, turn: AssistantTurn) -> Any: ...
+
+    def pursuing(self) -> str | None:
+        """The write tool of the request the user pursues now (``None``: none left)."""
+        ...
 
 
 class PackEvaluation:
@@ -186,9 +192,21 @@ class PackEvaluation:
         return None
 
     def scripted_user(self, task: Mapping[str, Any], db: Mapping[str, Any], card_tools: Mapping[str, str],
-                      max_turns: int) -> ScriptedUserLike | None:
-        """The user that plays one tau2-format task (``None``: the pack cannot play whole tasks)."""
+                      max_turns: int, kind: str = "instructed") -> ScriptedUserLike | None:
+        """The user that plays one tau2-format task (``None``: the pack cannot play whole tasks). ``kind``:
+        ``instructed`` (says only what its instructions say: :mod:`pipelines.core.tau2_user`) or ``informed``
+        (answers from the task's expected actions, where the pack keeps one)."""
         return None
+
+    def oracle_labels(self, tool: str | None) -> tuple[str, str] | None:
+        """The (intent, sub-intent) of the request whose write runs ``tool`` (``None``: no write left — a
+        question), for ``--perception oracle``; ``None`` when the pack cannot say."""
+        return None
+
+    def readback_terms(self, card_id: str, params: Mapping[str, Any], db: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Per argument a card changes, the words its read-back must carry (every one of them), read from the
+        task's database: a card whose reply misses one is counted in ``readback_missing``. Empty: not judged."""
+        return {}
 
     def intent_label(self, actions: Sequence[Mapping[str, Any]]) -> str | None:
         """A task's intent label, from its expected actions (``None``: no label)."""

@@ -99,6 +99,7 @@ class Orchestrator:
                  caller: ToolCaller, vault: Vault, counters: Any, emit: Callable[..., None], turn_id: str) -> None:
         self.domain, self.models, self.s, self.facts = domain, models, settings, facts
         self.caller, self.vault, self.counters, self.emit, self.turn_id = caller, vault, counters, emit, turn_id
+        self.change_given = False  # the request's own labels (oracle perception) name a change: it was asked
 
     def _block(self, step: int, kind: str, detail: str) -> None:
         self.counters.guard("mid", "block")
@@ -175,7 +176,7 @@ class Orchestrator:
         if card is None:
             self._block(step, "unrequested_card", card_id)
             raise Stop(fallback("invalid_tool_call", f"card {card_id} not offered for {intent}/{sub_intent}"))
-        if not change_asked(self.domain, self.facts.user_texts):
+        if not (self.change_given or change_asked(self.domain, self.facts.user_texts)):
             self._block(step, "unrequested_card", card_id)
             self.counters.blocked("unrequested_card")
             return Outcome(path="clarify", clarify_question=self.domain.texts.question("details"))
