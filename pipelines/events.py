@@ -113,6 +113,10 @@ class Timings(_Wire):
     first_token_ms: float | None = None
     end_ms: float = 0.0
     stages: dict[str, float] = Field(default_factory=dict)
+    cost: CostBlock | None = Field(
+        None, description="What the turn spent on its models, from the engine's own usage (pipelines.cost): "
+        "calls, prompt / cached prompt / decode tokens and engine ms, in total, per role and per purpose. "
+        "None: the turn ran no pipeline (refused before it started, or a replayed answer).")
 
 
 class DoneEvent(_Wire):

@@ -65,6 +65,10 @@ class ModelCall(BaseModel):
     priority: int = Field(
         0, description="Engine scheduling priority: lower runs earlier (vLLM's order); 0 is every "
         "request's default. Takes effect on an engine with scheduling_policy 'priority'.")
+    purpose: str = Field(
+        "", description="Why the turn makes this call (w1.intent, w1.narration, w2.slots, orchestrator.step, "
+        "generator.reply, …): the turn's cost is accounted by it (pipelines.cost); empty: the role's usual one. "
+        "Never sent to the engine.")
 
 
 @runtime_checkable

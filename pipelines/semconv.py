@@ -50,6 +50,7 @@ class OI:
     LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
     LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
     LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
+    LLM_TOKEN_COUNT_PROMPT_DETAILS_CACHE_READ = "llm.token_count.prompt_details.cache_read"
     MESSAGE_ROLE = "message.role"
     MESSAGE_CONTENT = "message.content"
     TOOL_NAME = "tool.name"

@@ -35,6 +35,8 @@ class LlmSpan:
         self._t0 = time.perf_counter()
         self._first_ms: float | None = None
         self._usage: tuple[int, int] | None = None
+        self._cached: int | None = None
+        self._engine_ms: float | None = None
 
     def activate(self) -> contextlib.AbstractContextManager[trace.Span]:
         """Make this span current for a block (e.g. the remote call, so the model's spans nest under it)."""
@@ -45,8 +47,16 @@ class LlmSpan:
             self._first_ms = (time.perf_counter() - self._t0) * 1000
         self._parts.append(delta)
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> None:
+    def usage(self, prompt_tokens: int, completion_tokens: int, *, cached: int | None = None,
+              engine_ms: float | None = None) -> None:
+        """The engine's counts (``cached``: prompt tokens served from its prefix cache) and its time."""
         self._usage = (int(prompt_tokens), int(completion_tokens))
+        self._cached, self._engine_ms = cached, engine_ms
+
+    def purpose(self, purpose: str) -> None:
+        """Why the call was made (:mod:`pipelines.cost`)."""
+        if self.span.is_recording():
+            self.span.set_attribute(ATTR.PURPOSE, purpose)
 
     def end(self, exc: BaseException | None = None) -> None:
         """Record the output and end the span (``exc``: the error the call ended with, if any)."""
@@ -72,6 +82,10 @@ class LlmSpan:
             s.set_attribute(OI.LLM_TOKEN_COUNT_PROMPT, p)
             s.set_attribute(OI.LLM_TOKEN_COUNT_COMPLETION, c)
             s.set_attribute(OI.LLM_TOKEN_COUNT_TOTAL, p + c)
+            if self._cached is not None:
+                s.set_attribute(OI.LLM_TOKEN_COUNT_PROMPT_DETAILS_CACHE_READ, int(self._cached))
+            if self._engine_ms is not None:
+                s.set_attribute(ATTR.ENGINE_MS, round(self._engine_ms, 3))
 
 
 def _field(m: Any, name: str) -> Any:

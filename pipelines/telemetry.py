@@ -89,6 +89,8 @@ class ATTR:
     DELTAS = "tandem.deltas"
     ERROR_CODE = "tandem.error.code"
     CANCELLED = "tandem.cancelled"
+    PURPOSE = "tandem.purpose"
+    ENGINE_MS = "tandem.engine_ms"
 
 
 _ATTR_KEYS = {

@@ -4,6 +4,7 @@ Every pipeline is an object with a ``name`` and an async ``run(ctx)`` that yield
 :mod:`pipelines.events` values (never ``done``). The runner wraps it::
 
     lock      the session's lease (in-process lock + store lease)  -> SessionBusy (409 / ABORTED)
+              the lease's fencing token goes with every save and write -> LeaseLost when stale
     owner     another principal's session                          -> NotFound (404), no oracle
     replay    a known Idempotency-Key returns the recorded answer; the pipeline never re-runs
     history   loaded under the turn deadline
@@ -32,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipelines.cost import TurnCost, metered
 from pipelines.errors import (
     ModelTimeout,
     NotFound,
@@ -98,6 +100,8 @@ class TurnContext:
     rules_version: str | None = None
     principal: str = LOCAL_PRINCIPAL
     side_effects: list[str] = field(default_factory=list)
+    fence: int | None = None  # the session lease's fencing token: saves and ledger commits carry it
+    cost: TurnCost = field(default_factory=TurnCost)  # the turn's model calls (pipelines.cost), filled as they end
     _checkpoint: Callable[[], Awaitable[bool]] = field(default=_no_checkpoint, repr=False)
 
     def mark_side_effect(self, what: str) -> None:
@@ -147,6 +151,7 @@ class _Turn:
     answer_events: list[dict[str, Any]] = field(default_factory=list)
     first_token_ms: float | None = None
     stored: bool = False
+    fence: int | None = None  # the lease's fencing token (None: the store gives none)
 
 
 class TurnEvents:
@@ -219,8 +224,9 @@ class TurnRunner:
     async def _save(self, t: _Turn, record: TurnRecord) -> None:
         """One transaction; a store failure of any kind becomes :class:`StoreUnavailable`."""
         try:
+            fenced = {} if t.fence is None else {"fence": t.fence}  # a stale token: LeaseLost, nothing stored
             await asyncio.shield(self.store.save_turn(
-                t.session_id, record, principal=t.principal, idempotency_key=t.idempotency_key))
+                t.session_id, record, principal=t.principal, idempotency_key=t.idempotency_key, **fenced))
         except TandemError:
             raise
         except Exception as exc:
@@ -233,10 +239,12 @@ class TurnRunner:
             first_token_ms=None if t.first_token_ms is None else round(t.first_token_ms, 3),
             end_ms=round((self.clock() - t.t0) * 1000, 3),
             stages={k: round(v, 3) for k, v in (ctx.stage_ms if ctx else {}).items()},
+            cost=ctx.cost.block() if ctx else None,
         )
         self.sink.emit(
             "turn.end", session_id=t.session_id, turn_id=t.turn_id, trace_id=t.trace_id, status=status,
             timings=timings.model_dump(), reply_chars=sum(map(len, t.reply)), replayed=replayed,
+            model_calls=[c.as_dict() for c in ctx.cost.calls] if ctx else [],
         )
         return DoneEvent(
             session_id=t.session_id, turn_id=t.turn_id, trace_id=t.trace_id, status=status,  # type: ignore[arg-type]
@@ -287,6 +295,7 @@ class TurnRunner:
                                                  lapse_within_s=self.deadline_s / 2)
         except TimeoutError:
             raise timeout from None
+        t.fence = lease.fence
         try:
             async with asyncio.timeout_at(deadline):
                 known, history = await self._prepare(t)
@@ -364,7 +373,7 @@ class TurnRunner:
 
     async def _execute(self, t: _Turn, history: list[TurnRecord], deadline: float) -> AsyncIterator[Any]:
         ctx = TurnContext(t.session_id, t.turn_id, t.trace_id, t.request, history, self.sink,
-                          principal=t.principal)
+                          principal=t.principal, fence=t.fence)
 
         async def checkpoint() -> bool:
             try:
@@ -385,8 +394,9 @@ class TurnRunner:
         try:
             with stage_span("turn", session_id=t.session_id, turn_id=t.turn_id, pipeline=self.pipeline.name,
                             input=t.request.text) as span:  # texts on spans are redacted (safe_text)
-                async with asyncio.timeout_at(deadline):
-                    async for event in self.pipeline.run(ctx):
+                async with asyncio.timeout_at(deadline), \
+                        contextlib.aclosing(metered(self.pipeline.run(ctx), ctx.cost)) as steps:
+                    async for event in steps:
                         if t.first_token_ms is None and isinstance(event, NarrationDelta | ReplyDelta):
                             t.first_token_ms = (self.clock() - t.t0) * 1000
                         if isinstance(event, ReplyDelta):
@@ -395,7 +405,7 @@ class TurnRunner:
                             t.answer_events.append(event.model_dump(mode="json"))
                         yield event
                 annotate(span, status=ctx.status, output="".join(t.reply), rules_version=ctx.rules_version,
-                         first_token_ms=t.first_token_ms)
+                         first_token_ms=t.first_token_ms, cost=ctx.cost.block().model_dump_json())
         except TimeoutError:
             error = ModelTimeout(f"the turn ran past its {self.deadline_s:g} s deadline")
         except TandemError as exc:

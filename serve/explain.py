@@ -2,7 +2,9 @@
 
 Prints the user's text (redacted), every logged decision with its inputs (in log
 order; any event kind prints, known or not), the forward contract, the guard
-decisions, what was delivered, and the turn's spans as a text waterfall;
+decisions, what was delivered, what the turn cost (model calls, prompt / cached /
+decode tokens and engine time, from the engine's usage, per role, purpose and
+call), and the turn's spans as a text waterfall;
 ``--png FILE`` draws the waterfall with matplotlib.
 
     tandem explain alex-1            # the session's last turn
@@ -26,7 +28,8 @@ from typing import Any
 from pipelines.protocols import TurnRecord
 from pipelines.telemetry import safe_text
 
-__all__ = ["main", "explain_turn", "load_spans", "waterfall", "render_waterfall", "draw_png", "pick_turn", "Bar"]
+__all__ = ["main", "explain_turn", "load_spans", "waterfall", "render_waterfall", "draw_png", "pick_turn", "Bar",
+           "cost_lines"]
 
 SECTIONS = ("contract", "guard", "turn")  # events routed to their own section; everything else is a decision
 _SKIP_FIELDS = {"ts", "kind", "component", "trace_id", "turn_id", "session_id", "pipeline"}
@@ -184,6 +187,8 @@ def explain_turn(record: TurnRecord, events: Sequence[dict[str, Any]], spans: Se
         out.append("  " + "  ".join(f"{k}={_value(meta[k], limit)}" for k in
                                     ("path", "card_id", "executed", "escalation", "fallback") if meta.get(k)))
     end = next((e for e in reversed(groups["turn"]) if e.get("kind") == "turn.end"), None)
+    out += ["", "cost (the engine's usage)"]
+    out += cost_lines(end) or ["  (not recorded)"]
     out += ["", "timings"]
     if end and isinstance(end.get("timings"), dict):
         t = end["timings"]
@@ -191,6 +196,31 @@ def explain_turn(record: TurnRecord, events: Sequence[dict[str, Any]], spans: Se
                    + "  ".join(f"{k} {v:.1f} ms" for k, v in (t.get("stages") or {}).items()))
     out += render_waterfall(waterfall(spans), width=width)
     return "\n".join(out)
+
+
+def _tokens(t: dict[str, Any]) -> str:
+    return (f"{t.get('calls', 0)} calls  prompt {t.get('prompt_tokens', 0)} (cached "
+            f"{t.get('cached_prompt_tokens', 0)})  decode {t.get('decode_tokens', 0)}  engine "
+            f"{float(t.get('engine_ms') or 0.0):.1f} ms")
+
+
+def cost_lines(end: dict[str, Any] | None) -> list[str]:
+    """The turn's cost from its ``turn.end`` event: totals, per role, per purpose, then each call in order."""
+    t = (end or {}).get("timings") or {}
+    cost = t.get("cost") if isinstance(t, dict) else None
+    if not isinstance(cost, dict):
+        return []
+    rows = [f"  total          {_tokens(cost)}"
+            + (f"  ({cost['unreported']} stopped early: running counts)" if cost.get("unreported") else "")]
+    rows += [f"  role {k:<9} {_tokens(v)}" for k, v in (cost.get("by_role") or {}).items()]
+    rows += [f"  {k:<14} {_tokens(v)}" for k, v in (cost.get("by_purpose") or {}).items()]
+    for i, c in enumerate((end or {}).get("model_calls") or [], 1):
+        engine = c.get("engine_ms")
+        rows.append(f"  call {i:<2} {c.get('role', '?'):<14} {c.get('purpose', '?'):<18} prompt "
+                    f"{c.get('prompt_tokens', 0)} (cached {c.get('cached_tokens', 0)})  decode "
+                    f"{c.get('decode_tokens', 0)}  engine {'-' if engine is None else f'{engine:.1f}'} ms  "
+                    f"wall {float(c.get('wall_ms') or 0.0):.1f} ms" + ("" if c.get("reported", True) else "  (stopped early)"))
+    return rows
 
 
 def _model_calls(spans: Sequence[dict[str, Any]], limit: int) -> list[str]:
@@ -202,7 +232,10 @@ def _model_calls(spans: Sequence[dict[str, Any]], limit: int) -> list[str]:
             continue
         ms = ((sp.get("end_ns") or 0) - (sp.get("start_ns") or 0)) / 1e6
         tokens = f"{a.get('llm.token_count.prompt', '?')}+{a.get('llm.token_count.completion', '?')} tok"
-        rows.append(f"  {a.get('tandem.role', sp['name']):<14} {a.get('llm.model_name', '?')}  {tokens}  "
+        if "llm.token_count.prompt_details.cache_read" in a:
+            tokens += f" ({a['llm.token_count.prompt_details.cache_read']} cached)"
+        who = a.get("tandem.role", sp["name"]) + (f"/{a['tandem.purpose']}" if a.get("tandem.purpose") else "")
+        rows.append(f"  {who:<14} {a.get('llm.model_name', '?')}  {tokens}  "
                     f"first {a.get('tandem.first_token_ms', '?')} ms  total {ms:.1f} ms  "
                     f"-> {safe_text(a.get('output.value', ''), limit=limit)}")
     return rows

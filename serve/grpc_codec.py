@@ -41,7 +41,8 @@ def event_to_proto(ev: Any) -> pb.Event:
         out.error.CopyFrom(err)
     elif isinstance(ev, DoneEvent):
         t = ev.timings
-        timings = pb.Timings(queue_ms=t.queue_ms, end_ms=t.end_ms, stages=t.stages)
+        timings = pb.Timings(queue_ms=t.queue_ms, end_ms=t.end_ms, stages=t.stages,
+                             cost_json=t.cost.model_dump_json() if t.cost is not None else "")
         if t.first_token_ms is not None:
             timings.first_token_ms = t.first_token_ms
         out.done.CopyFrom(
@@ -77,7 +78,8 @@ def proto_to_event(msg: pb.Event) -> Any:
             "session_id": d.session_id, "turn_id": d.turn_id, "trace_id": d.trace_id, "status": d.status,
             "pipeline": d.pipeline, "rules_version": d.rules_version or None, "replayed": d.replayed,
             "timings": {"queue_ms": t.queue_ms, "end_ms": t.end_ms, "stages": dict(t.stages),
-                        "first_token_ms": t.first_token_ms if t.HasField("first_token_ms") else None},
+                        "first_token_ms": t.first_token_ms if t.HasField("first_token_ms") else None,
+                        "cost": json.loads(t.cost_json) if t.cost_json else None},
         }
     else:
         raise ValueError("event without a body")

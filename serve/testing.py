@@ -101,9 +101,29 @@ class FakeHandle:
         return _Method(self, name)
 
 
-def llm_chunks(*texts: str) -> list[list[str]]:
-    """The streamed items of an ``LLMServer.chat`` call answering ``texts`` (one delta each)."""
-    items = [[f"data: {json.dumps({'choices': [{'delta': {'content': t}}]})}\n\n"] for t in texts]
+def llm_chunks(*texts: str, prompt_tokens: int | None = None, cached_tokens: int = 0,
+               engine_ms: float | None = None) -> list[list[str]]:
+    """The streamed items of an ``LLMServer.chat`` call answering ``texts`` (one delta each).
+
+    With ``prompt_tokens``, as vLLM streams them with ``stream_options`` (``include_usage``,
+    ``continuous_usage_stats``): a running usage on every chunk (one token per delta), then the final
+    usage chunk with ``cached_tokens`` and, with ``engine_ms``, the per-request metrics (all of it as
+    time to first token)."""
+    def chunk(i: int, t: str) -> dict[str, Any]:
+        c: dict[str, Any] = {"choices": [{"delta": {"content": t}}]}
+        if prompt_tokens is not None:
+            c["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": i + 1,
+                          "total_tokens": prompt_tokens + i + 1}
+        return c
+
+    items = [[f"data: {json.dumps(chunk(i, t))}\n\n"] for i, t in enumerate(texts)]
+    if prompt_tokens is not None:
+        final: dict[str, Any] = {"choices": [], "usage": {
+            "prompt_tokens": prompt_tokens, "completion_tokens": len(texts), "total_tokens": prompt_tokens + len(texts),
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}}
+        if engine_ms is not None:
+            final["metrics"] = {"time_to_first_token_ms": engine_ms, "generation_time_ms": 0.0, "queue_time_ms": 0.0}
+        items.append([f"data: {json.dumps(final)}\n\n"])
     return [*items, ["data: [DONE]\n\n"]]
 
 

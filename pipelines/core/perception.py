@@ -134,12 +134,13 @@ class Perception:
                     narration_required=self.c.narration_required, opened=self.c.opened, tags=self.c.tags)
         return ModelCall(messages=messages, max_tokens=self.c.max_tokens, temperature=self.c.temperature,
                          seed=self.c.seed, structured_output=StructuredOutput(kind="grammar", spec=g),
-                         prefix=self.opening, priority=self.c.priority)
+                         prefix=self.opening, priority=self.c.priority, purpose="w1")
 
     async def _label(self, call: ModelCall, prefix: str, kind: str, values: list[str]) -> str:
         """One label decoded alone, continuing ``prefix``; must be one of ``values``."""
-        seg = call.model_copy(update={"prefix": prefix, "max_tokens": 24, "structured_output": StructuredOutput(
-            kind="grammar", spec=label_grammar(kind, values))})
+        seg = call.model_copy(update={"prefix": prefix, "max_tokens": 24, "purpose": f"w1.{kind.replace('-', '_')}",
+                                      "structured_output": StructuredOutput(kind="grammar",
+                                                                            spec=label_grammar(kind, values))})
         text = "".join([d async for d in self.models.stream("orchestrator", seg)]).strip()
         if text not in values:
             raise InvalidModelOutput(f"W1 {kind} segment: {text[:40]!r} is not a label")
@@ -160,7 +161,7 @@ class Perception:
         _, _, text = await self._decode_labels(call)
         text += self.c.tags.open("NARRATION")
         yield text[len(self.opening):]
-        tail = call.model_copy(update={"prefix": text, "structured_output": StructuredOutput(
+        tail = call.model_copy(update={"prefix": text, "purpose": "w1.narration", "structured_output": StructuredOutput(
             kind="grammar", spec=tail_grammar(self.tools, narration_max_chars=self.c.narration_max_chars,
                                               narration_required=self.c.narration_required, tags=self.c.tags))})
         async for chunk in self._relay(tail):
@@ -337,7 +338,7 @@ class Perception:
         """The narration decoded in its own call: its own short prompt (the request), one sentence."""
         assert self.narration_prompt is not None
         seg = call.model_copy(update={
-            "messages": self.narration_prompt(user_text), "prefix": None, "max_tokens": 48,
+            "messages": self.narration_prompt(user_text), "prefix": None, "max_tokens": 48, "purpose": "w1.narration",
             "structured_output": StructuredOutput(kind="grammar", spec=sentence_grammar(self.c.narration_max_chars))})
         return self._relay(seg)
 

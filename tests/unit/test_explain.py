@@ -163,3 +163,32 @@ def test_the_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["s1", "5", "--config", str(cfg), "--telemetry", str(tele)]) == 2
     assert main(["s1", "--config", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read config" in capsys.readouterr().out
+
+
+def test_explain_turn_shows_the_cost_by_role_purpose_and_call() -> None:
+    cost = {"calls": 2, "prompt_tokens": 340, "cached_prompt_tokens": 256, "decode_tokens": 14, "engine_ms": 85.0,
+            "queue_ms": 0.0, "unreported": 1,
+            "by_role": {"orchestrator": {"calls": 1, "prompt_tokens": 300, "cached_prompt_tokens": 256,
+                                         "decode_tokens": 2, "engine_ms": 40.0},
+                        "generator": {"calls": 1, "prompt_tokens": 40, "cached_prompt_tokens": 0,
+                                      "decode_tokens": 12, "engine_ms": 45.0}},
+            "by_purpose": {"w1.intent": {"calls": 1, "prompt_tokens": 300, "cached_prompt_tokens": 256,
+                                         "decode_tokens": 2, "engine_ms": 40.0},
+                           "generator.reply": {"calls": 1, "prompt_tokens": 40, "cached_prompt_tokens": 0,
+                                               "decode_tokens": 12, "engine_ms": 45.0}}}
+    calls = [{"role": "orchestrator", "purpose": "w1.intent", "prompt_tokens": 300, "cached_tokens": 256,
+              "decode_tokens": 2, "engine_ms": 40.0, "wall_ms": 52.0, "reported": True},
+             {"role": "generator", "purpose": "generator.reply", "prompt_tokens": 40, "cached_tokens": 0,
+              "decode_tokens": 12, "engine_ms": None, "wall_ms": 45.0, "reported": False}]
+    events = [*EVENTS[:-1], {**EVENTS[-1], "timings": {**EVENTS[-1]["timings"], "cost": cost}, "model_calls": calls}]
+    out = explain_turn(_record(), events, SPANS, session_id="s1")
+    part = out[out.index("cost (the engine's usage)"):out.index("timings")]
+    lines = part.splitlines()
+    assert ("  total          2 calls  prompt 340 (cached 256)  decode 14  engine 85.0 ms"
+            "  (1 stopped early: running counts)") in lines
+    assert "  role orchestrator 1 calls  prompt 300 (cached 256)  decode 2  engine 40.0 ms" in lines
+    assert "  w1.intent      1 calls  prompt 300 (cached 256)  decode 2  engine 40.0 ms" in lines
+    assert ("  call 1  orchestrator   w1.intent          prompt 300 (cached 256)  decode 2  engine 40.0 ms"
+            "  wall 52.0 ms") in lines
+    assert [x for x in lines if x][-1].endswith("engine - ms  wall 45.0 ms  (stopped early)")
+    assert "(not recorded)" in explain_turn(_record(), EVENTS, SPANS, session_id="s1")  # an old turn.end

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pipelines.cost import CostBlock, CostTotals
 from pipelines.events import (
     EVENT_TYPES,
     ActionCardEvent,
@@ -42,6 +43,13 @@ SAMPLES = [
     _done(),
     _done(status="failed", rules_version="v3", timings=Timings()),
     _done(status="fallback", timings=Timings(queue_ms=1.0, first_token_ms=0.0, end_ms=2.0)),
+    _done(timings=Timings(end_ms=5.0, cost=CostBlock(
+        calls=2, prompt_tokens=300, cached_prompt_tokens=256, decode_tokens=14, engine_ms=80.5, unreported=1,
+        by_role={"orchestrator": CostTotals(calls=2, prompt_tokens=300, cached_prompt_tokens=256, decode_tokens=14,
+                                            engine_ms=80.5)},
+        by_purpose={"w1.intent": CostTotals(calls=1, prompt_tokens=150, decode_tokens=2, engine_ms=30.0),
+                    "w1.sub_intent": CostTotals(calls=1, prompt_tokens=150, cached_prompt_tokens=256,
+                                                decode_tokens=12, engine_ms=50.5)}))),
 ]
 
 

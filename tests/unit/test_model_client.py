@@ -170,3 +170,111 @@ def test_the_most_specific_foreign_entry_wins() -> None:
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
             assert not issubclass(b, a) or b is a, f"{b.__name__} is shadowed by its base {a.__name__}"
+
+
+# -- usage and the turn's cost -------------------------------------------------------
+
+# vLLM 0.32's last chunk with include_usage, enable_prompt_tokens_details and enable_per_request_metrics (a real one)
+FINAL = {"id": "chatcmpl-b", "object": "chat.completion.chunk", "created": 1, "model": "smol", "choices": [],
+         "usage": {"prompt_tokens": 322, "total_tokens": 334, "completion_tokens": 12,
+                   "prompt_tokens_details": {"cached_tokens": 256, "created_cache_tokens": 0}},
+         "metrics": {"time_to_first_token_ms": 1570.6, "generation_time_ms": 577.2, "queue_time_ms": 0.03,
+                     "mean_itl_ms": 52.5, "tokens_per_second": 5.6}}
+
+
+def test_read_sse_item_returns_the_last_usage_with_its_metrics() -> None:
+    from serve.model_client import read_sse_item
+
+    running = _chunk("a")
+    running["usage"] = {"prompt_tokens": 322, "completion_tokens": 1, "total_tokens": 323}
+    texts, usage = read_sse_item([_sse(running)])
+    assert texts == ["a"] and usage == {"prompt_tokens": 322, "completion_tokens": 1, "total_tokens": 323}
+    texts, usage = read_sse_item([_sse(running), _sse(FINAL), "data: [DONE]\n\n"])
+    assert texts == ["a"] and usage is not None
+    assert usage["completion_tokens"] == 12 and usage["metrics"]["generation_time_ms"] == 577.2
+    assert read_sse_item([_sse(_chunk("x"))]) == (["x"], None)
+
+
+def test_call_cost_from_the_final_usage() -> None:
+    from serve.model_client import call_cost, read_sse_item
+
+    usage = read_sse_item([_sse(FINAL)])[1]
+    c = call_cost("orchestrator", "w1.intent", usage, wall_ms=2300.0, final=True)
+    assert (c.role, c.purpose, c.prompt_tokens, c.cached_tokens, c.decode_tokens) == (
+        "orchestrator", "w1.intent", 322, 256, 12)
+    assert c.engine_ms == round(1570.6 + 577.2, 3) and c.queue_ms == 0.03 and c.wall_ms == 2300.0 and c.reported
+
+
+def test_call_cost_of_a_call_stopped_early_keeps_the_running_counts() -> None:
+    from serve.model_client import call_cost
+
+    c = call_cost("generator", "generator.reply", {"prompt_tokens": 90, "completion_tokens": 7}, wall_ms=400.0,
+                  final=False)
+    assert (c.prompt_tokens, c.cached_tokens, c.decode_tokens, c.engine_ms, c.reported) == (90, 0, 7, None, False)
+    assert c.spent_ms == 400.0
+    none = call_cost("generator", "generator.reply", None, wall_ms=5.0, final=True)  # an engine without usage
+    assert (none.prompt_tokens, none.decode_tokens, none.reported) == (0, 0, False)
+
+
+def test_a_final_usage_without_details_or_metrics() -> None:
+    from serve.model_client import call_cost
+
+    c = call_cost("generator", "g", {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                                     "prompt_tokens_details": None}, wall_ms=10.0, final=True)
+    assert (c.cached_tokens, c.engine_ms, c.queue_ms, c.reported) == (0, None, None, True)
+
+
+def test_every_request_asks_for_running_and_final_usage() -> None:
+    req = to_chat_request("m", ModelCall(messages=[ChatMessage(role="user", content="hi")], purpose="w2.slots"))
+    assert req.stream_options.include_usage and req.stream_options.continuous_usage_stats
+    assert "purpose" not in req.model_dump(exclude_unset=True)  # never sent to the engine
+
+
+def _client(items):
+    from serve.model_client import ServeModelClient
+    from serve.testing import FakeHandle
+
+    handle = FakeHandle(lambda method, args, kwargs: items)
+    return ServeModelClient({"orchestrator": (handle, "m"), "generator": (handle, "m")}), handle  # type: ignore[dict-item]
+
+
+def test_a_streamed_call_reaches_the_turns_meter() -> None:
+    import asyncio
+
+    from pipelines.cost import TurnCost, metering
+    from serve.testing import llm_chunks
+
+    client, _ = _client(llm_chunks("Hel", "lo", prompt_tokens=40, cached_tokens=32, engine_ms=25.0))
+    cost = TurnCost()
+
+    async def run() -> list[str]:
+        with metering(cost):
+            call = ModelCall(messages=[ChatMessage(role="user", content="hi")], purpose="w1.intent")
+            return [t async for t in client.stream("orchestrator", call)]
+
+    assert asyncio.run(run()) == ["Hel", "lo"]
+    [c] = cost.calls
+    assert (c.role, c.purpose, c.prompt_tokens, c.cached_tokens, c.decode_tokens, c.engine_ms, c.reported) == (
+        "orchestrator", "w1.intent", 40, 32, 2, 25.0, True)
+
+
+def test_a_call_the_turn_stops_reading_is_recorded_with_the_engines_running_counts() -> None:
+    import asyncio
+
+    from pipelines.cost import TurnCost, metering
+    from serve.testing import llm_chunks
+
+    client, handle = _client(llm_chunks("One.", " Two.", " Three.", prompt_tokens=90, engine_ms=50.0))
+    cost = TurnCost()
+
+    async def run() -> str:
+        with metering(cost):
+            stream = client.stream("generator", ModelCall(messages=[ChatMessage(role="user", content="hi")]))
+            first = await stream.__anext__()
+            await stream.aclose()  # type: ignore[attr-defined]
+            return first
+
+    assert asyncio.run(run()) == "One."
+    [c] = cost.calls
+    assert (c.purpose, c.prompt_tokens, c.decode_tokens, c.cached_tokens, c.engine_ms, c.reported) == (
+        "generator.reply", 90, 1, 0, None, False)

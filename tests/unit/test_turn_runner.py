@@ -349,3 +349,45 @@ def test_parse_turn_request_reports_every_bad_field() -> None:
     fields = sorted(f["field"] for f in ei.value.details["fields"])
     assert fields == ["extra", "locale", "text"]
     assert all(f["problem"] for f in ei.value.details["fields"])
+
+
+# -- the turn's cost ------------------------------------------------------------------
+
+
+class _MeteredModels(ScriptedModelClient):
+    """Records each call's cost as the serve-side client does (pipelines.cost.record when the call ends)."""
+
+    async def stream(self, role, call):  # type: ignore[override]
+        from pipelines.cost import CallCost, record
+
+        n = 0
+        async for d in super().stream(role, call):
+            n += 1
+            yield d
+        record(CallCost(role=role, purpose=call.purpose or "generator.reply", prompt_tokens=50, cached_tokens=32,
+                        decode_tokens=n, engine_ms=12.5, wall_ms=20.0))
+
+
+def test_the_done_events_cost_block_and_the_logged_calls_come_from_the_model_client() -> None:
+    models = _MeteredModels(["Your ", "order."])
+    sink = ListEventSink()
+    runner = TurnRunner(PromptingPipeline(models, PromptingSettings(system_prompt="Be brief.")),
+                        InMemorySessionStore(), sink=sink)
+    done = _run(runner)[-1]
+    cost = done.timings.cost
+    assert cost is not None
+    assert (cost.calls, cost.prompt_tokens, cost.cached_prompt_tokens, cost.decode_tokens, cost.engine_ms) == (
+        1, 50, 32, 2, 12.5)
+    assert list(cost.by_role) == ["generator"] and list(cost.by_purpose) == ["generator.reply"]
+    [end] = sink.of("turn.end")
+    assert end["timings"]["cost"]["calls"] == 1
+    assert [c["purpose"] for c in end["model_calls"]] == ["generator.reply"]
+    assert end["model_calls"][0]["cached_tokens"] == 32
+
+
+def test_a_turn_without_model_calls_has_a_zero_cost_and_a_refused_one_none() -> None:
+    runner, *_ = _runner([])
+    done = _run(runner)[-1]
+    assert done.timings.cost is not None and done.timings.cost.calls == 0  # the double records nothing
+    refused = _run(runner, principal="someone-else")[-1]  # another principal's session: refused before it ran
+    assert refused.status == "failed" and refused.timings.cost is None
