@@ -27,6 +27,8 @@ class Outcome:
     executed: EligibleAction | None = None
     clarify_question: str | None = None
     clarify_options: list[str] = field(default_factory=list)
+    clarify_about: str | None = None
+    """What a clarify asks for (a key of the pack's questions: ``payment_method``, ``choose``…)."""
     escalation_reason: str | None = None
     fallback: Fallback | None = None
     selected_entity: str | None = None

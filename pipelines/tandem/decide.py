@@ -29,7 +29,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipelines.core.decisions import owned_records
 from pipelines.core.domain import Domain
 from pipelines.core.fallback import Stop
 from pipelines.core.outcome import Outcome
@@ -44,6 +43,7 @@ from pipelines.sgc.w1 import SubIntentParsed, ToolCall
 from pipelines.sgc.w1_run import DispatchTools
 from pipelines.telemetry import annotate, stage_span
 
+from .asking import find_record, vary_question
 from .prompts import narration_messages, perception_messages, slot_messages
 from .settings import TandemSettings
 from .state import META_KEY, TandemState
@@ -149,6 +149,7 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
                 await slots["task"]
             phi = w1.out.phi
             st.intent, st.sub_intent = w1.out.intent, w1.out.sub_intent
+            facts.intent, facts.sub_intent = st.intent, st.sub_intent
             annotate(phi_hit=bool(phi and phi.hit), decision=f"{st.intent}/{st.sub_intent}")
             st.c1 = {"intent": st.intent, "sub_intent": st.sub_intent}
             st.meta.update(c1=st.c1, w1_error=w1.out.error,
@@ -164,17 +165,21 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
                         break
                     then = chained.then
             with st.timed("orchestrate"), stage_span("orchestrate", turn_id=st.turn_id, role="orchestrator"):
-                options = owned_records(facts, d.entity_kind) if then == "choose" else []
+                options: list[str] = []
+                if then == "choose":  # none of the user's several records named: find it by what it holds
+                    then, options = await find_record(st, d)
                 if then == "respond":
                     st.outcome = Outcome(path="answer")
                 elif len(options) > 1:  # a change that names none of the user's several records
                     st.outcome = orch.choose(options)
                 elif then and then.startswith("clarify:"):
-                    st.outcome = Outcome(path="clarify", clarify_question=d.texts.question(then.split(":", 1)[1]))
+                    about = then.split(":", 1)[1]
+                    st.outcome = Outcome(path="clarify", clarify_question=d.texts.question(about), clarify_about=about)
                 else:
                     raw = w1.out.raw or s.tags.open("INTENT") + "other" + s.tags.close("INTENT")
                     st.outcome = await orch.run(w1_messages, raw, st.intent, st.sub_intent,
                                                 propose=then == "propose")
+            await vary_question(st, d)  # a question answered last turn is never asked again unchanged
         except Stop as stop:
             st.outcome = Outcome(path="fallback", fallback=stop.fallback)
             st.intent, st.sub_intent = w1.out.intent, w1.out.sub_intent

@@ -14,7 +14,8 @@
         escalate         transfer tool (its failure never blocks the route)
     step cap             fallback step_cap
     execute_pending      the confirmed write exactly as shown (placeholders unchanged, still
-                         grounded), once: the tool port's idempotency key is the pending card
+                         grounded), once: the tool port's idempotency key is the pending card, and
+                         the port runs it only as the card shown (its tool and arguments digest)
 
 Every step is one ``tandem.step`` event (the raw output, the offer, the decision).
 """
@@ -36,7 +37,7 @@ from pipelines.core.domain import TurnFacts
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.loop import run_steps
 from pipelines.core.outcome import Outcome
-from pipelines.core.ports import write_key
+from pipelines.core.ports import ConfirmedCard, call_digest, write_key
 from pipelines.core.tools import ToolCaller
 from pipelines.errors import TandemError
 from pipelines.grounding import ungrounded
@@ -44,6 +45,7 @@ from pipelines.guardrails.ids import walk_strings
 from pipelines.guardrails.pii import PLACEHOLDER_RE, Vault
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredOutput
 
+from .asking import declined_before, declined_outcome
 from .prompts import observation_line, step_messages
 from .settings import TandemSettings
 
@@ -100,6 +102,7 @@ class Orchestrator:
         self.domain, self.models, self.s, self.facts = domain, models, settings, facts
         self.caller, self.vault, self.counters, self.emit, self.turn_id = caller, vault, counters, emit, turn_id
         self.change_given = False  # the request's own labels (oracle perception) name a change: it was asked
+        self.declined: list[str] = []  # the cards the user said no to (signatures): never shown again
 
     def _block(self, step: int, kind: str, detail: str) -> None:
         self.counters.guard("mid", "block")
@@ -139,7 +142,8 @@ class Orchestrator:
         if kind == "respond":
             return Outcome(path="answer")
         if kind == "clarify":
-            return Outcome(path="clarify", clarify_question=self.domain.texts.question(d["about"]))
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question(d["about"]),
+                           clarify_about=d["about"])
         if kind == "select":
             if d["entity_id"] is None:
                 return self.choose(offer.select_ids)
@@ -152,9 +156,10 @@ class Orchestrator:
         """Ask which of the user's records a change means (the pack's ``entity_kind``)."""
         if len(options) < 2:
             about = self.domain.clarify_key(self.domain.entity_kind or "") or "details"
-            return Outcome(path="clarify", clarify_question=self.domain.texts.question(about))
-        q = self.domain.texts.question("choose", options=", ".join(options))
-        return Outcome(path="clarify", clarify_question=q, clarify_options=list(options))
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), clarify_about=about)
+        shown = self.domain.describe_records(options, self.facts) or list(options)
+        q = self.domain.texts.question("choose", options=", ".join(shown))
+        return Outcome(path="clarify", clarify_question=q, clarify_options=list(shown), clarify_about="choose")
 
     async def escalate(self, reason_code: str) -> Outcome:
         """Hand over to a person: the transfer tool runs if the domain has one; its failure never blocks."""
@@ -179,7 +184,8 @@ class Orchestrator:
         if not (self.change_given or change_asked(self.domain, self.facts.user_texts)):
             self._block(step, "unrequested_card", card_id)
             self.counters.blocked("unrequested_card")
-            return Outcome(path="clarify", clarify_question=self.domain.texts.question("details"))
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question("details"),
+                           clarify_about="details")
         missing = [p for p in card.required_params if p not in params]
         if missing:
             self._block(step, "missing_params", ",".join(missing))
@@ -196,7 +202,7 @@ class Orchestrator:
             self.emit("tandem.guard", stage="mid", step=step, decision="clarify", violation="undecided_parameter",
                       detail=about)
             q = self.domain.texts.question(about, options=", ".join(options))
-            return Outcome(path="clarify", clarify_question=q, clarify_options=list(options))
+            return Outcome(path="clarify", clarify_question=q, clarify_options=list(options), clarify_about=about)
         bad = ungrounded(args, self.domain.arg_kinds(card.tool), self.facts.candidates,
                          optional_empty=self.domain.optional_empty(card.tool))
         if bad:
@@ -204,7 +210,10 @@ class Orchestrator:
             self.counters.fallback("ungrounded_parameter", "policy")
             kinds = self.domain.arg_kinds(card.tool)
             about = self.domain.clarify_key(kinds.get(bad[0][0], "")) or "details"
-            return Outcome(path="clarify", clarify_question=self.domain.texts.question(about))
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), clarify_about=about)
+        if declined_before(self.declined, card.id, args):  # the user said no to this very card: never again
+            self._block(step, "declined_card", card.id)
+            return declined_outcome(self.domain)
         kind = self.domain.entity_kind
         entity = args.get(kind) if kind else None
         options = offer.select_ids
@@ -228,9 +237,14 @@ class Orchestrator:
             self.facts.refusals.append({"card_id": card.id, "reason": reason, "entity": entity})
             return Outcome(path="answer", card_id=None, card_title=card.title, card_params=args)
         self.counters.guard("mid", "pass")
+        for tool, targs in self.domain.readback_reads(card.tool, args, self.facts)[:4]:  # what its read-back names
+            if not self._repeats(tool, targs):
+                await self.caller.call(tool, dict(targs), step=step)
         pids = sorted({m.group(0) for s in walk_strings(args) for m in PLACEHOLDER_RE.finditer(s)})
         pending = {"card_id": card.id, "title": card.title, "tool": card.tool, "args": args,
-                   "digests": {p: self.vault.digest(p) or "" for p in pids}, "turn_id": self.turn_id}
+                   "digests": {p: self.vault.digest(p) or "" for p in pids}, "turn_id": self.turn_id,
+                   # the call as the port will get it: it runs the write only if the yes is to this very call
+                   "digest": call_digest(card.tool, self.vault.resolve(args))}
         self.facts.state = {**self.facts.state, "pending": pending}
         return Outcome(path="action_card", card_id=card.id, card_title=card.title, card_params=args)
 
@@ -246,12 +260,15 @@ class Orchestrator:
             self.counters.write("refused")
             raise Stop(fallback("inconsistent_observation", f"pending card changed: {detail}"))
         key = write_key(self.facts.session_id, pending["card_id"], pending.get("turn_id", ""))
-        record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key)
+        card = ConfirmedCard(tool=pending["tool"], digest=pending.get("digest") or "")
+        record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key,
+                                        card=card)
         if not record.ok and record.reason in _LOST:
             # The write may or may not have run: asking again under the same key returns the
             # recorded outcome (or runs it once if it never ran), never a second execution.
             self.emit("tandem.write_retry", card_id=pending["card_id"], trigger=record.reason)
-            record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key)
+            record = await self.caller.call(pending["tool"], args, step=0, confirmed=True, idempotency_key=key,
+                                            card=card)
             if not record.ok and record.reason in _LOST:
                 # Still unknown: the card stays pending, so the next "yes" asks the ledger again.
                 self.facts.state = {**self.facts.state, "pending": pending}
@@ -292,7 +309,8 @@ class _GroundedSteps:
         about = offer.clarify[0] if offer.clarify else "details"
         self.o.emit("tandem.step", step=step, raw="", offer=offer.summary(),
                     decision={"decision": "clarify", "about": about}, error=None)
-        return Outcome(path="clarify", clarify_question=self.o.domain.texts.question(about), steps=0)
+        return Outcome(path="clarify", clarify_question=self.o.domain.texts.question(about), steps=0,
+                       clarify_about=about)
 
     def call(self, step: int, offer: Offer) -> ModelCall:
         facts, s = self.o.facts, self.o.s

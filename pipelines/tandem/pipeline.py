@@ -34,6 +34,7 @@ from pipelines.grounding import appears_in
 from pipelines.protocols import ModelClient
 from pipelines.turn import TurnContext
 
+from .asking import asked_of, declined_of
 from .decide import perceive_and_decide
 from .orchestrate import Orchestrator
 from .prompts import orchestrator_head
@@ -90,7 +91,8 @@ class TandemPipeline:
             raise
         quiet(tables)
         st.phi = quiet(asyncio.ensure_future(_phi(tables)))  # what W1's labels wait for
-        st.meta = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": self.domain.name}
+        st.meta = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": self.domain.name,
+                   "declined": declined_of(ctx.history), "asked": asked_of(ctx.history)}
         try:
             async for event in self._turn(st, state):
                 yield event
@@ -116,9 +118,10 @@ class TandemPipeline:
         if decided_by_route(st):
             await st.versioned()  # decided without W1: known before anything is recorded
         st.caller = ToolCaller(d, self.tools, facts, st.vault, locale=st.ctx.request.locale, timeout_s=s.tool_timeout_s,
-                               counters=self.counters, emit=st.emit)
+                               counters=self.counters, emit=st.emit, fence=st.ctx.fence)
         st.orch = Orchestrator(d, self.models, s, facts=facts, caller=st.caller, vault=st.vault,
                                counters=self.counters, emit=st.emit, turn_id=st.turn_id)
+        st.orch.declined = st.meta["declined"]
         st.outcome = await route(st)
         if st.outcome is None:
             async for event in perceive_and_decide(st, d, self.models, s, self.head):

@@ -28,6 +28,8 @@ from pipelines.core.domain import DomainTexts, TurnFacts
 from pipelines.core.outcome import Outcome
 from pipelines.guardrails.pii import Vault
 
+from .asking import readback_parts
+
 __all__ = ["build_contract", "template_reply", "generator_facts", "instruction"]
 
 
@@ -107,7 +109,8 @@ def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, out
     if path == "action_card" and contract.eligible_actions:
         a = contract.eligible_actions[0]
         phrase = _fmt(t.get(f"card:{a.card_id}", ""), **a.params) or a.title.lower()
-        out.append(_fmt(t.get("action_card", ""), phrase=phrase))
+        parts = readback_parts(domain, a.tool, a.params, facts, shown=phrase)  # every argument, in words
+        out.append(_fmt(t.get("action_card", ""), phrase=phrase + (": " + "; ".join(parts) if parts else "")))
     elif outcome.executed is not None:
         out += domain.executed_lines(outcome.executed, contract)
     elif not facts.refusals:

@@ -123,7 +123,8 @@ async def respond(st: TandemState, domain: Domain, models: ModelClient, guardrai
                 async for sentence in _generate(st, d, models, s, gate, lead):
                     yield says(sentence)
         if not sentences:
-            for sentence in ([d.texts.declined] if st.intent == "declined" else
+            declined = [d.texts.declined] + ([contract.clarify_question] if contract.clarify_question else [])
+            for sentence in (declined if st.intent == "declined" else
                              template_reply(d, facts, contract, outcome, intent=st.intent, sub_intent=st.sub_intent)):
                 gate.add_trusted(sentence)
                 yield says(sentence)

@@ -3,9 +3,13 @@
 ::
 
     human / safety topic         → escalate with the reason code (the transfer tool runs)
+    the pre-guard asks           → clarify with the guard's question (thin evidence of instructions aimed
+                                   at the assistant: "Did you mean ...?"); a pending card is dropped, so a
+                                   "yes" to the question never confirms it
     blocked by the pre-guard     → fallback ``guardrail_block``
     pending card + "yes"         → the confirmed write, once (checkpointed before the reply)
-    pending card + "no"          → declined (the pack's ``declined`` text)
+    pending card + "no"          → declined (the pack's ``declined`` text and its question of what should
+                                   change; the card is remembered and never shown again)
     pending card + anything else → dropped; W1 and the orchestrator decide
 
 :func:`route` returns ``None`` when no route applies.
@@ -16,6 +20,7 @@ from __future__ import annotations
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Outcome
 
+from .asking import declined_outcome, signature
 from .state import META_KEY, TandemState
 
 __all__ = ["route", "decided_by_route"]
@@ -25,7 +30,7 @@ def decided_by_route(st: TandemState) -> bool:
     """Whether a route decides this turn without W1 (known before anything is recorded)."""
     assert st.facts is not None
     pending = st.facts.state.get("pending")
-    return (st.pre.route is not None or st.pre.blocked
+    return (st.pre.route is not None or st.pre.blocked or st.pre.decision == "ask"
             or bool(pending and st.pre.confirmation in ("affirmative", "negative")))
 
 
@@ -39,6 +44,11 @@ async def route(st: TandemState) -> Outcome | None:
             st.emit("tandem.route", route="escalate", reason_code=pre.route, rule=pre.route_rule)
             facts.state = {**facts.state, "pending": None}
             return await st.orch.escalate(pre.route)
+        if pre.decision == "ask":
+            rules = ",".join(h.rule_id for h in pre.hits if h.action == "block")
+            st.emit("tandem.route", route="ask", reason_code="guardrail_ask", rule=rules)
+            facts.state = {**facts.state, "pending": None}
+            return Outcome(path="clarify", clarify_question=pre.question)
         if pre.blocked:
             rules = ",".join(h.rule_id for h in pre.hits if h.action == "block")
             st.emit("tandem.route", route="fallback", reason_code="guardrail_block", rule=rules)
@@ -54,9 +64,12 @@ async def route(st: TandemState) -> Outcome | None:
             return outcome
         if pending and pre.confirmation == "negative":
             st.emit("tandem.route", route="decline_pending", reason_code="declined", rule=pending["card_id"])
+            declined = st.meta.setdefault("declined", [])
+            declined.append(signature(pending["card_id"], pending["args"]))
+            del declined[:-20]
             facts.state = {**facts.state, "pending": None}
             st.intent, st.sub_intent = "declined", "pending"
-            return Outcome(path="answer")
+            return declined_outcome(st.orch.domain, st.meta.setdefault("asked", []))  # never the same card again: what should change?
         if pending:
             st.emit("tandem.route", route="drop_pending", reason_code="not_confirmed", rule=pending["card_id"])
             facts.state = {**facts.state, "pending": None}

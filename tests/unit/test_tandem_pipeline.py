@@ -49,7 +49,7 @@ def test_readme_session_narration_first_then_card_then_yes_then_handoff():
     cards = r.of("action_card")
     assert [c.card_id for c in cards] == ["card.cancel_order"]
     assert cards[0].params == {"order_id": "#W1000001", "reason": "ordered by mistake"}
-    assert r.reply.startswith("I can cancel order #W1000001. Please reply yes to confirm")
+    assert r.reply.startswith("I can cancel order #W1000001 (reason: ordered by mistake). Please reply yes to confirm")
     assert h.world.orders["#W1000001"].status == "pending"
     r = h.turn("yes")
     assert h.world.orders["#W1000001"].status == "cancelled"
@@ -149,11 +149,28 @@ def test_no_declines_and_other_text_drops_the_pending_card():
     card = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"})
     h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
     r = h.turn("no")
-    assert r.reply == "Okay, I won't make that change. Is there anything else I can help with?"
-    h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
+    assert r.reply == "Okay, I won't make that change. What should I change about it?"
+    assert [q.question for q in r.of("clarify")] == ["What should I change about it?"]
+    other = j(decision="action", card_id="card.cancel_order",
+              params={"order_id": "#W1000001", "reason": "ordered by mistake"})
+    h.turn("Please cancel order #W1000001, I ordered it by mistake", orch=[w1("cancel", "order"), other])
     h.turn("what is the status of my order?", orch=[w1("order_status", "status"), j(decision="respond")],
            gen=["Order #W1000001 is pending."])
     h.turn("yes", orch=[w1("other", "unknown"), j(decision="respond")])
+    assert h.world.orders["#W1000001"].status == "pending"
+
+
+def test_a_card_the_user_said_no_to_is_never_shown_again_unchanged():
+    h = TandemHarness()
+    _verify(h)
+    card = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"})
+    h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
+    h.turn("no")
+    r = h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
+    assert not r.of("action_card")
+    assert len(h.meta["declined"]) == 1 and h.meta["declined"][0].startswith("card.cancel_order:")
+    # "what should change?" was asked at the no: asked again unchanged, with no choices to offer, it hands over
+    assert [e.reason_code for e in r.of("escalation")] == ["no_progress"] and h.meta["path"] == "escalate"
     assert h.world.orders["#W1000001"].status == "pending"
 
 
@@ -192,17 +209,17 @@ def test_w3_guidance_is_stored_and_replays_identically():
 
     h = TandemHarness()
     _verify(h)
-    for _ in range(3):
-        h.turn("Please cancel order #W1000001, it is no longer needed", orch=[
+    for reason in ("no longer needed", "ordered by mistake"):  # a card refused is never shown again: two cards
+        h.turn(f"Please cancel order #W1000001, {reason}", orch=[
             w1("cancel", "order"),
-            j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"}),
+            j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": reason}),
         ])
         h.turn("no")
     turns = h.store.turns["s1"]
-    assert len([t for t in turns if "w3" in t.meta]) == 3  # one W3 decision per card turn
+    assert len([t for t in turns if "w3" in t.meta]) == 2  # one W3 decision per card turn
     tables = load_rule_bundle("support", h.domain.rule_tables())
     results = replay_w3(turns, session_id="s1", tables=tables, branch_of_intent=h.domain.branch_of_intent)
-    assert len(results) == 3 and all_identical(results)
+    assert len(results) == 2 and all_identical(results)
 
 
 def test_events_never_carry_the_email_in_the_clear():
@@ -244,24 +261,26 @@ def test_a_greeting_without_a_goodbye_cannot_decode_bye():
     assert '"bye"' in g and '"thanks"' in g and '"hello"' not in g
 
 
-def test_a_change_that_names_no_order_asks_which_of_the_users_orders_without_a_model_step():
+def test_a_change_that_names_no_order_reads_the_users_orders_and_takes_the_one_it_can_change():
     h = TandemHarness()
     _verify(h)
     r = h.turn("I want to return my order.", orch=[w1("return", "items", "Let me look at your orders.")])
     assert h.meta["phi"]["then"] == "choose" and h.meta["path"] == "clarify"
-    q = r.of("clarify")[0]
-    assert q.question == "Which order do you mean: #W1000001, #W1000002, #W1000003?"
-    assert q.options == ["#W1000001", "#W1000002", "#W1000003"]
-    assert len(h.calls("orchestrator")) == 2  # the verify turn's W1 and this turn's: no decision step
+    # alex's orders: #W1000001 pending, #W1000002 delivered, #W1000003 processed — only one can be returned
+    assert h.meta["state"]["selected"]["id"] == "#W1000002"
+    assert [q.question for q in r.of("clarify")] != ["Which order do you mean: #W1000001, #W1000002, #W1000003?"]
     assert not r.of("action_card")
 
 
-def test_two_orders_on_record_are_already_a_choice():
+def test_two_orders_on_record_one_pending_a_cancel_takes_the_pending_one():
     h = TandemHarness()
     user = next(u for u in h.world.users.values() if len(u.orders) == 2)
     h.turn(f"Hi, my email is {user.email}", orch=[w1("greeting", "hello")])
     r = h.turn("Please cancel my order.", orch=[w1("cancel", "order")])
-    assert h.meta["path"] == "clarify" and r.of("clarify")[0].options == list(user.orders)
+    pending = [o for o in user.orders if h.world.orders[o].status == "pending"]
+    assert len(pending) == 1 and h.meta["state"]["selected"]["id"] == pending[0]
+    assert [q.question for q in r.of("clarify")] == [
+        "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?"]
 
 
 def test_a_change_that_names_no_order_with_one_order_on_record_is_left_to_the_orchestrator():

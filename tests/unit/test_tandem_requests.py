@@ -53,15 +53,38 @@ def test_after_the_identity_lookup_the_turn_reads_the_order_named_before_it() ->
     assert h.counters.snapshot()["dispatch"]["phi_chain"] == 1
 
 
-def test_after_the_identity_lookup_without_a_named_order_the_turn_asks_which_one() -> None:
+def test_after_the_identity_lookup_without_a_named_order_the_turn_finds_the_one_a_cancel_can_change() -> None:
     h = TandemHarness()
     h.turn("I want to cancel an order.", orch=[w1("cancel", "order", "Let me check that.")])
     n = len(h.sink.events)
     r = h.turn("my email is alex.rivera@example.com", orch=[w1("cancel", "order", "Let me find your account.")])
     assert [(p["tools"], p["then"]) for p in _turn_events(h, n, "tandem.phi")] == [
         (["find_user_id_by_email"], None), (["get_user_details"], "choose")]
-    clar = [e for e in r.events if e.type == "clarify"]
-    assert len(clar) == 1 and len(clar[0].options) > 1  # the user's own orders, to choose from
+    # each of alex's three orders read; only #W1000001 is pending: it is the order in question
+    reads = sorted(t["args"]["order_id"] for t in _turn_events(h, n, "tandem.tool") if t["tool"] == "get_order_details")
+    assert reads == ["#W1000001", "#W1000002", "#W1000003"]
+    assert h.meta["state"]["selected"]["id"] == OID
+    assert [e.question for e in r.events if e.type == "clarify"] == [
+        "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?"]
+
+
+def test_two_orders_that_fit_are_asked_by_what_they_hold() -> None:
+    h = TandemHarness()
+    h.turn("Hi, my email is omar.silva2812@example.com", orch=[w1("greeting", "hello")])
+    r = h.turn("I want to return my order.", orch=[w1("return", "items")])
+    q = r.of("clarify")[0]
+    # two delivered orders (a return can change neither the exchanged nor the cancelled one)
+    assert q.options == ["#W0289396 (Yoga Mat, Water Bottle, Backpack; delivered)",
+                         "#W8169504 (Wireless Earbuds, T-Shirt; delivered)"]
+    assert q.question == "Which order do you mean: " + ", ".join(q.options) + "?"
+
+
+def test_an_order_described_by_an_item_it_holds_is_found() -> None:
+    h = TandemHarness()
+    h.turn("Hi, my email is omar.silva2812@example.com", orch=[w1("greeting", "hello")])
+    r = h.turn("I want to return the backpack.", orch=[w1("return", "items")])
+    assert h.meta["state"]["selected"]["id"] == "#W0289396"
+    assert not [q for q in r.of("clarify") if q.question.startswith("Which order")]
 
 
 def test_a_row_that_ends_the_decision_is_not_chained() -> None:

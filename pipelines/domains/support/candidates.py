@@ -42,6 +42,7 @@ __all__ = [
     "price_wanted",
     "described_payment_methods",
     "names_payment",
+    "says_original_payment",
     "variant_candidates",
 ]
 
@@ -88,6 +89,8 @@ _NAME_CUE = re.compile(
     r"([A-Za-z][A-Za-z'\-]+)\s+([A-Za-z][A-Za-z'\-]+)", re.I)
 _CAP_PAIR = re.compile(r"\b([A-Z][a-z'\-]+)\s+([A-Z][a-z'\-]+)\b(?=[^.!?\n]{0,40}\b\d{5}\b)")
 _STATE = re.compile(r"(?<![A-Za-z])([A-Z]{2})(?![A-Za-z])")
+#: The store's user ids: the holder's first and last name and a number (``mei_kovacs_8020``).
+_USER_IDS = re.compile(r"(?<![\w@.])(([a-z]{2,})_([a-z]{2,})_\d{3,})(?![\w@])")
 _CITY_STATE = re.compile(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)?),?\s+([A-Z]{2})\b")
 _NOT_NAMES = frozenset(
     "a an the and or to of for in on at with not just also very really here there looking trying "
@@ -140,6 +143,10 @@ def extract_user_candidates(text: str) -> dict[str, list[str]]:
     for first, last in _names(text):
         add("first_name", [first])
         add("last_name", [last])
+    for uid, first, last in _USER_IDS.findall(text):  # a user id names its holder: first_last_1234
+        add("user_id", [uid])
+        add("first_name", [first.capitalize()])
+        add("last_name", [last.capitalize()])
     add("address1", _ADDRESS_PH.findall(text))
     for city, state in _CITY_STATE.findall(text):
         if state in US_STATES:
@@ -250,29 +257,57 @@ def names_product(name: str, texts: Iterable[str], *, head: bool = False) -> boo
     return any(rx.search(normalize_value(t)) for t in texts)
 
 
+#: Words right before an item's name that leave it out ("not the water bottle", "except the lamp", "keep the
+#: grill", "I don't want the mouse") or keep only it ("only the desk lamp").
+_LEAVE_OUT = re.compile(r"(?:\bnot|\bno|\bexcept(?: for)?|\bwithout|\bkeep(?:ing)?|\bother than|\bapart from|"
+                        r"\bbesides|\bleav(?:e|ing)|\binstead of|\bdon'?t (?:want|need)|\bdo not (?:want|need))"
+                        r"\s+(?:(?:the|my|a|an|that|this|any)\s+)?$")
+_ONLY = re.compile(r"\bonly\s+(?:(?:the|my|a|an|that|this)\s+)?$")
+
+
+def _mentions(name: str, text: str, *, head: bool) -> list[str]:
+    """How ``text`` mentions the product ``name``: ``named``, ``left_out`` or ``only`` per mention."""
+    tokens = _tokens(name)
+    if not tokens or (head and (len(tokens) < 2 or len(tokens[-1]) < 4)):
+        return []
+    rx = _name_pattern(tokens[-1:] if head else tokens)
+    norm = normalize_value(text)
+    out = []
+    for m in rx.finditer(norm):
+        before = norm[max(0, m.start() - 40):m.start()]
+        out.append("left_out" if _LEAVE_OUT.search(before) else "only" if _ONLY.search(before) else "named")
+    return out
+
+
 def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
-    """The item ids (of the user's observed orders) whose product the user's words name.
+    """The item ids (of the user's observed orders) whose product the user's words name, as the texts left them.
 
     ``items``: item id → ``{"name", "product_id"}``. A product is named by its whole name (loosely:
     :func:`names_product`), or by its last word when no other product among ``items`` ends in that word
-    ("the lamp" names nothing when the order holds a desk lamp and a floor lamp). Empty when the user
-    named none (then every item of the order stays a candidate)."""
-    texts = list(texts)
+    ("the lamp" names nothing when the order holds a desk lamp and a floor lamp). The texts are read in order:
+    a name after "not", "except", "keep", "without", "instead of"… leaves its items out again; after "only"
+    keeps them alone. Empty when the user named none (then every item of the order stays a candidate)."""
     heads: dict[str, set[str]] = {}
     for info in items.values():
         toks = _tokens(str(info.get("name") or ""))
         if toks:
             heads.setdefault(toks[-1], set()).add(str(info.get("product_id") or info.get("name")))
-    out = []
-    for iid, info in items.items():
-        name = str(info.get("name") or "")
-        if not name:
-            continue
-        toks = _tokens(name)
-        unique_head = bool(toks) and len(heads.get(toks[-1], ())) == 1
-        if names_product(name, texts) or (unique_head and names_product(name, texts, head=True)):
-            out.append(iid)
-    return out
+    chosen: list[str] = []
+    for text in texts:
+        named, left, only = [], [], []
+        for iid, info in items.items():
+            name = str(info.get("name") or "")
+            toks = _tokens(name)
+            unique_head = bool(toks) and len(heads.get(toks[-1], ())) == 1
+            kinds = _mentions(name, text, head=False) or (_mentions(name, text, head=True) if unique_head else [])
+            if not kinds:
+                continue
+            {"named": named, "left_out": left, "only": only}[kinds[-1] if "only" not in kinds else "only"].append(iid)
+        if only:
+            chosen = list(only)
+        else:
+            chosen = [i for i in [*chosen, *named] if i not in left]
+    return [i for i in items if i in set(chosen)]
 
 
 #: Ordered option values: a value's place on its scale ranks it against another of the same scale.
@@ -388,6 +423,33 @@ def described_as_had(variants: Mapping[str, Mapping[str, Any]], vid: str, texts:
     return False
 
 
+_NONE_VALUES = frozenset({"none", "no", "without"})
+
+
+def _says_none_of(option: str, texts: Iterable[str]) -> bool:
+    """Whether the user asks for an item without ``option`` ("no backlight", "without a backlight")."""
+    rx = re.compile(r"\b(?:no|without(?: an?| any)?)\s+" + re.escape(normalize_value(option)) + r"\b")
+    return any(rx.search(normalize_value(t)) for t in texts)
+
+
+def _value_heads(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Option values of several words that a customer names by their first word alone ("Google" for "Google
+    Assistant"): a first word of four letters or more that no other value of the same option starts with."""
+    by_option: dict[str, set[str]] = {}
+    for v in variants.values():
+        for key, value in ((v or {}).get("options") or {}).items():
+            by_option.setdefault(str(key), set()).add(normalize_value(value))
+    out: dict[str, str] = {}
+    for values in by_option.values():
+        firsts: dict[str, list[str]] = {}
+        for value in values:
+            words = value.split()
+            if len(words) > 1 and len(words[0]) >= 4 and words[0].isalpha():
+                firsts.setdefault(words[0], []).append(value)
+        out.update({vals[0]: first for first, vals in firsts.items() if len(vals) == 1})
+    return out
+
+
 def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],
                        texts: Iterable[str], *, described: Iterable[str] = ()) -> list[str]:
     """The available variants the user's words describe, as a change of ``current`` (the variant ids held now).
@@ -411,12 +473,16 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
               for v in (variants[c].get("options") or {}).values()}  # values of what they have elsewhere
     no_wish = kept_values | theirs
     comps, price = (comparatives(texts), price_wanted(texts)) if len(held) == 1 else ([], None)
+    heads = _value_heads(variants)
     scored: list[tuple[tuple[int, int], str]] = []
     for vid, v in variants.items():
         if not isinstance(v, Mapping) or not v.get("available") or vid in held:
             continue
         values = [str(x) for x in (v.get("options") or {}).values()]
-        named = [x for x in values if appears_in(x, texts)]
+        named = [x for x in values if appears_in(x, texts) or (heads.get(normalize_value(x))
+                                                               and appears_in(heads[normalize_value(x)], texts))]
+        named += [str(x) for k, x in (v.get("options") or {}).items()
+                  if normalize_value(x) in _NONE_VALUES and str(x) not in named and _says_none_of(str(k), texts)]
         moved = _moves(variants[held[0]], v, comps, price) if held else 0
         if moved is None:
             continue  # against what the user asked ("bigger", "cheaper")
@@ -441,6 +507,19 @@ PAYMENT_WORDS: dict[str, re.Pattern[str]] = {
     "gift_card": re.compile(r"\bgift ?cards?\b", re.I),
     "paypal": re.compile(r"\bpay ?pal\b", re.I),
 }
+
+
+#: The method an order was paid with, in a customer's words: "the original payment method", "the same card",
+#: "the card I paid with", "what I paid for the order with".
+_ORIGINAL_PAYMENT = re.compile(
+    r"\b(?:original|same|usual)\s+(?:payment|method|card|account)\b|"
+    r"\b(?:i|we)\s+(?:originally\s+)?(?:paid|bought|ordered|purchased|used)\b(?:\s+\w+){0,4}?\s+(?:with|on|by|using)\b|"
+    r"\b(?:paid|bought|purchased)\s+(?:it|them|this|that|the\s+order|my\s+order)\s+with\b", re.I)
+
+
+def says_original_payment(text: str) -> bool:
+    """Whether a user text asks for the payment method the order was paid with (see ``_ORIGINAL_PAYMENT``)."""
+    return bool(_ORIGINAL_PAYMENT.search(text))
 
 
 def names_payment(texts: Iterable[str]) -> bool:

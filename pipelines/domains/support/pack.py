@@ -23,7 +23,9 @@ from pipelines.domain import (
     EligibleAction,
     ForwardContract,
     LocalToolRunner,
+    PackBase,
     PendingCard,
+    SampleWrite,
     TurnFacts,
     read_state,
     read_tables,
@@ -33,6 +35,7 @@ from pipelines.grounding import CandidateSet, appears_in
 from pipelines.guardrails.ids import extract_ids, walk_strings
 from pipelines.tools import ToolContext, ToolRegistry
 
+from . import samples
 from .candidates import (
     ARG_KINDS,
     FIXED_CANDIDATES,
@@ -42,6 +45,7 @@ from .candidates import (
     described_payment_methods,
     described_variants,
     extract_user_candidates,
+    says_original_payment,
     names_payment,
     record_candidates,
     slot_candidates,
@@ -92,9 +96,12 @@ class SupportState(BaseModel):
     authenticated_user_id: str | None = None
     observed_ids: list[str] = Field(default_factory=list)
     owned_products: list[str] = Field(default_factory=list)
-    items: dict[str, dict[str, str]] = Field(
+    items: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Items of the user's observed orders: item id → {name, product_id, "
-        "order_id}.")
+        "order_id, options}.")
+    orders: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="The user's orders as read: order id → {status, items (product names), "
+        "paid_with (the payment method of its first payment)}.")
     variants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="Observed products of the user's orders: product id → variant id → "
         "{options, available}.")
@@ -103,6 +110,9 @@ class SupportState(BaseModel):
         "(None: not read yet).")
     asked: list[str] = Field(
         default_factory=list, description="Items whose wanted variant the user was asked about once (undecided).")
+    selected: dict[str, Any] | None = Field(
+        None, description="The order found by what it holds ({id, at: the index of the user text it was found "
+        "for}); an order the user types in a later text takes over.")
     catalogue: dict[str, str] = Field(
         default_factory=dict, description="The store's product types as read: product name → product id.")
     records: CandidateSet = Field(default_factory=CandidateSet)
@@ -129,21 +139,27 @@ def says_all_items(texts: Sequence[str]) -> bool:
     return any(not _RESTRICTED.match(t[m.end():]) for t in texts for m in _ALL_ITEMS.finditer(t))
 
 
-def _order_in_question(facts: TurnFacts) -> str | None:
+def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> str | None:
     """The order the user named this turn, else the one they named last in the session (an answer to a
-    question — who are you? why? — goes on with the request it interrupted)."""
-    for text in [facts.user_text, *reversed(facts.user_texts)]:
-        typed = extract_user_candidates(text).get("order_id")
+    question — who are you? why? — goes on with the request it interrupted), unless the turn found the order by
+    what it holds for a later text (``state.selected``)."""
+    texts = list(facts.user_texts) if facts.user_texts and facts.user_texts[-1] == facts.user_text else [
+        *facts.user_texts, facts.user_text]
+    selected = (state.selected or {}) if state is not None else {}
+    for at in range(len(texts) - 1, -1, -1):
+        if selected.get("id") and int(selected.get("at", -1)) >= at:
+            return str(selected["id"])
+        typed = extract_user_candidates(texts[at]).get("order_id")
         if typed:
             return str(typed[-1])
-    return None
+    return str(selected["id"]) if selected.get("id") else None
 
 
 def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, str]]:
     """The observed items of the order in question; all observed items when the user named no order. An order
     named but not read yet has none: an item of another order that the same words describe is never theirs
     (a change on a second order must not carry the first order's item; Φ reads the named order first)."""
-    order = _order_in_question(facts)
+    order = _order_in_question(facts, state)
     if not order:
         return dict(state.items)
     return {i: info for i, info in state.items.items() if info.get("order_id") == order}
@@ -167,17 +183,23 @@ def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
     texts = [*facts.user_texts, facts.user_text]
     scoped = _scoped_items(facts, state)
     named = described_items(scoped, texts)
-    if not named and says_all_items(texts) and _order_in_question(facts):
+    if not named and says_all_items(texts) and _order_in_question(facts, state):
         named = list(scoped)  # "all the items of the order"
     return named
 
 
 def _named_payment(facts: TurnFacts, state: SupportState) -> list[str]:
-    """The payment methods the newest user text that names any describes (by kind, brand, digits or id)."""
+    """The payment methods the newest user text that names any describes (by kind, brand, digits or id), or the
+    one the order in question was paid with when that text says so ("the card I paid with", "the original
+    payment method")."""
     typed = facts.candidates.of("payment_method_id")
+    order = _order_in_question(facts, state)
+    paid = str((state.orders.get(order or "") or {}).get("paid_with") or "")
     for text in [facts.user_text, *reversed(facts.user_texts)]:
         named = described_payment_methods(state.payment_methods or {}, [text]) + [
             p for p in typed if appears_in(p, [text])]
+        if not named and paid and says_original_payment(text):
+            named = [paid]
         if named:
             return list(dict.fromkeys(named))
     return []
@@ -203,8 +225,33 @@ def _had(state: SupportState, pid: str, variants: Mapping[str, Any], mine: Seque
             if i not in mine and info.get("product_id") == pid and described_as_had(variants, i, texts)]
 
 
-def _options_text(options: Mapping[str, Any]) -> str:
-    return " / ".join(str(v) for v in options.values())
+def _options_text(options: Mapping[str, Any], sep: str = " / ") -> str:
+    return sep.join(str(v) for v in options.values())
+
+
+def _item_words(info: Mapping[str, Any]) -> str:
+    """An item as a customer knows it: "the Desk Lamp (black, battery)"."""
+    opts = _options_text(info.get("options") or {}, ", ")
+    return f"the {info.get('name', 'item')}" + (f" ({opts})" if opts else "")
+
+
+def _payment_words(method: Mapping[str, Any]) -> str:
+    """A payment method by its kind (and a card by its brand and last digits)."""
+    source = str(method.get("source", ""))
+    if source == "credit_card":
+        brand = str(method.get("brand", "")).strip()
+        return f"your {brand + ' ' if brand else ''}credit card ending in {method.get('last_four', '')}".strip()
+    return {"gift_card": "your gift card", "paypal": "your PayPal account"}.get(source, f"your {source}")
+
+
+def _status_fits(intent: str, status: str) -> bool:
+    """Whether an order in ``status`` is one ``intent`` can change (pending: cancel, modify; delivered: return,
+    exchange); any status for other intents."""
+    if intent in ("cancel", "modify"):
+        return status.startswith("pending")
+    if intent in ("return", "exchange"):
+        return status == "delivered"
+    return True
 
 
 def _asked_product(facts: TurnFacts, state: SupportState) -> str | None:
@@ -226,7 +273,7 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
     when the user's words describe it (:func:`.candidates.described_variants`), never merely because it
     is available."""
     texts = [*facts.user_texts, facts.user_text]
-    order = _order_in_question(facts)
+    order = _order_in_question(facts, state)
     if order and order in facts.candidates.of("order_id"):  # the order the user named, never another of theirs
         facts.candidates.keep("order_id", [order])
     named = _named_items(facts, state)
@@ -244,7 +291,7 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
     facts.candidates.keep("payment_method_id", _named_payment(facts, state))
 
 
-class SupportPack:
+class SupportPack(PackBase):
     """The retail support domain (tau2-retail shaped)."""
 
     name = "support"
@@ -260,6 +307,7 @@ class SupportPack:
     entity_kind: str | None = "order_id"
     binds_user: bool = False  # the user is who they verify as, in the session
     lookup_tools: frozenset[str] = LOOKUP_TOOLS
+    owner_reads: frozenset[str] = frozenset({"get_user_details", "get_order_details", "get_product_details"})
     write_tools: frozenset[str] = WRITE_TOOLS
     open_reads: tuple[str, ...] = OPEN_READS
     private_reads: tuple[str, ...] = PRIVATE_READS
@@ -309,6 +357,10 @@ class SupportPack:
         from .replay import RetailReplay
 
         return RetailReplay()
+
+    def sample_writes(self, world: Any) -> list[SampleWrite]:
+        """One eligible, grounded call of each write, for ``tandem domain check`` (:mod:`.samples`)."""
+        return samples.sample_writes(self, world)
 
     @staticmethod
     def classify_question(text: str) -> str:
@@ -492,9 +544,17 @@ class SupportPack:
                 state.owned_products = sorted(set(state.owned_products) | set(found.get("product_id", [])))
                 for item in result.get("items") or []:
                     if item.get("item_id"):
-                        state.items[str(item["item_id"])] = {"name": str(item.get("name", "")),
-                                                             "product_id": str(item.get("product_id", "")),
-                                                             "order_id": str(result.get("order_id", ""))}
+                        state.items[str(item["item_id"])] = {
+                            "name": str(item.get("name", "")), "product_id": str(item.get("product_id", "")),
+                            "order_id": str(result.get("order_id", "")),
+                            "options": {str(k): str(v) for k, v in (item.get("options") or {}).items()}}
+                paid = [str(p.get("payment_method_id")) for p in result.get("payment_history") or []
+                        if isinstance(p, Mapping) and p.get("transaction_type", "payment") == "payment"
+                        and p.get("payment_method_id")]
+                state.orders[str(result.get("order_id", ""))] = {
+                    "status": str(result.get("status", "")),
+                    "items": [str(i.get("name", "")) for i in result.get("items") or [] if isinstance(i, Mapping)],
+                    "paid_with": paid[0] if paid else ""}
             if tool == "get_user_details" and owner and result.get("user_id") == owner:
                 state.payment_methods = {
                     str(pid): {k: str(m.get(k, "")) for k in ("source", "brand", "last_four") if m.get(k)}
@@ -577,6 +637,113 @@ class SupportPack:
             return "new_item_for", [state.items[item].get("name", "")]
         return None
 
+    # -- finding the user's orders, questions with choices, read-backs (pipelines.tandem.asking) ----------
+
+    def record_reads(self, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
+        """Each of the user's orders not read yet (what it holds and its state)."""
+        state = self.state_of(facts)
+        if not state.authenticated_user_id:
+            return []
+        mine = [o for o in facts.candidates.of("order_id") if facts.candidates.source_of("order_id", o) == "record"]
+        return [("get_order_details", {"order_id": o}) for o in mine if o not in state.orders]
+
+    def pick_records(self, intent: str, options: Sequence[str], facts: TurnFacts) -> list[str]:
+        """The orders among ``options`` in a state the intent can change (pending: cancel, modify; delivered:
+        return, exchange) that hold an item the user described; when the user described none of their items,
+        those in the right state alone."""
+        state = self.state_of(facts)
+        texts = [*facts.user_texts, facts.user_text]
+        fits = [o for o in options if _status_fits(intent, str((state.orders.get(o) or {}).get("status", "")))]
+        described = [o for o in fits if described_items(
+            {i: info for i, info in state.items.items() if info.get("order_id") == o}, texts)]
+        if described:
+            return described
+        named_anywhere = described_items(dict(state.items), texts)
+        return [] if named_anywhere else fits
+
+    def select_record(self, record: str, facts: TurnFacts) -> None:
+        state = self.state_of(facts)
+        state.selected = {"id": record, "at": len(facts.user_texts) - 1}
+        facts.state = state.model_dump(mode="json")
+        _narrow(facts, state)
+
+    def describe_records(self, records: Sequence[str], facts: TurnFacts) -> list[str]:
+        """"#W1 (Desk Lamp, Water Bottle; delivered)" for each order read; an order not read yet by its id."""
+        state = self.state_of(facts)
+        out = []
+        for o in records:
+            info = state.orders.get(o)
+            if not info:
+                out.append(o)
+                continue
+            names = ", ".join(dict.fromkeys(info.get("items") or [])) or "no items"
+            out.append(f"{o} ({names}; {info.get('status', '')})")
+        return out
+
+    def choices(self, about: str, facts: TurnFacts) -> list[str]:
+        """The user's own options for a question, in words (payment methods, orders, items, options, reasons)."""
+        state = self.state_of(facts)
+        if about == "payment_method":
+            return [_payment_words(m) for m in (state.payment_methods or {}).values()]
+        if about in ("choose", "order"):
+            mine = [o for o in facts.candidates.of("order_id") if facts.candidates.source_of("order_id", o) == "record"]
+            mine = self.pick_records(str(facts.intent or ""), mine, facts) or mine
+            return self.describe_records(mine, facts) if len(mine) > 1 else []
+        if about in ("item", "new_item_for"):
+            return [_item_words(info) for info in _scoped_items(facts, state).values()]
+        if about in ("new_item", "new_item_choose"):
+            product = _named_product(facts, state)
+            variants = state.variants.get(product or "") or {}
+            return [_options_text(v.get("options") or {}) for v in variants.values() if v.get("available")][:6]
+        if about == "reason":
+            return list(FIXED_CANDIDATES.get("cancel_reason", ()))
+        return []
+
+    def choice_reads(self, about: str, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
+        state = self.state_of(facts)
+        if about == "payment_method" and state.payment_methods is None and state.authenticated_user_id:
+            return [("get_user_details", {"user_id": state.authenticated_user_id})]
+        if about in ("choose", "order"):
+            return self.record_reads(facts)
+        return []
+
+    def readback(self, tool: str, args: Mapping[str, Any], facts: TurnFacts) -> dict[str, str]:
+        """A card in words: the items by name and options (and what each becomes), the address line by line,
+        the payment method by kind and last digits, the reason."""
+        state = self.state_of(facts)
+        out: dict[str, str] = {"user_id": ""}  # the profile is "your profile": nothing to read back
+        olds, news = args.get("item_ids"), args.get("new_item_ids")
+        product_of = {vid: pid for pid, variants in state.variants.items() for vid in variants}
+        if isinstance(olds, list) and isinstance(news, list) and len(olds) == len(news):
+            pairs = []
+            for old, new in zip(olds, news, strict=True):
+                info = state.items.get(str(old)) or {}
+                variant = (state.variants.get(product_of.get(str(new), "")) or {}).get(str(new)) or {}
+                pairs.append(f"{_item_words(info) if info else old} for one that is "
+                             f"{_options_text(variant.get('options') or {}, ', ') or new}")
+            out["item_ids,new_item_ids"] = "; ".join(pairs)
+        elif isinstance(olds, list):
+            out["item_ids"] = ", ".join(_item_words(state.items[str(i)]) if str(i) in state.items else str(i)
+                                        for i in olds)
+        pm = args.get("payment_method_id")
+        if pm:
+            method = (state.payment_methods or {}).get(str(pm))
+            words = _payment_words(method) if method else str(pm)
+            lead = {"return_delivered_order_items": "refunded to", "modify_pending_order_payment": "paid with",
+                    }.get(tool, "any price difference paid or refunded with")
+            out["payment_method_id"] = f"{lead} {words}"
+        fields = [k for k in ("address1", "address2", "city", "state", "zip", "country") if k in args]
+        if fields:
+            line = ", ".join(str(args[k]) for k in fields if args.get(k))
+            out[",".join(fields)] = f"the address {line}"
+        return out
+
+    def readback_reads(self, tool: str, args: Mapping[str, Any], facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
+        state = self.state_of(facts)
+        if args.get("payment_method_id") and state.payment_methods is None and state.authenticated_user_id:
+            return [("get_user_details", {"user_id": state.authenticated_user_id})]
+        return []
+
     def entity_names(self, facts: TurnFacts) -> list[str]:
         c = facts.candidates
         return list(PRODUCT_TEMPLATES) + c.of("first_name") + c.of("last_name") + c.of("city")
@@ -587,7 +754,7 @@ class SupportPack:
         out: dict[str, Any] = {}
         if state.authenticated_user_id:
             out["user_id"] = state.authenticated_user_id
-        order = _order_in_question(facts)
+        order = _order_in_question(facts, state)
         if order:
             out["order_id"] = order
         product = _named_product(facts, state)

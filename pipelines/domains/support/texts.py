@@ -75,7 +75,7 @@ SUPPORT_TEXTS = DomainTexts(
         "exchanges and account questions."
     ),
     handoff="YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.",
-    declined="Okay, I won't make that change. Is there anything else I can help with?",
+    declined="Okay, I won't make that change.",
     clarify={
         "identity": IDENTITY_QUESTION,
         "order": "Which order do you mean? Please share the order number; it starts with #W.",
@@ -88,6 +88,11 @@ SUPPORT_TEXTS = DomainTexts(
         "address": "What is the full new address: street, city, state, zip code and country?",
         "reason": "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?",
         "details": "Could you tell me a little more about what you need?",
+        "change": "What should I change about it?",
+        "choices": "Which of these do you mean: {options}?",
+        "payment_method_choices": "Which payment method should I use: {options}?",
+        "item_choices": "Which item do you mean: {options}?",
+        "new_item_choices": "Which option would you like instead: {options}?",
     },
     templates={
         "greeting/hello": ("Hi! I can help with your orders, returns, exchanges and account details. "
@@ -101,7 +106,7 @@ SUPPORT_TEXTS = DomainTexts(
                           "I'll check; it will never be made twice."),
         "executed_account": "Done. Your profile is updated.",
         "verified": "Thanks, I found your account. How can I help you today?",
-        "card:card.cancel_order": "cancel order {order_id}",
+        "card:card.cancel_order": "cancel order {order_id} (reason: {reason})",
         "card:card.modify_items": "change the item options of order {order_id}",
         "card:card.modify_address": "ship order {order_id} to the new address",
         "card:card.modify_payment": "move order {order_id} to the other payment method",

@@ -1,0 +1,173 @@
+"""How the tandem turn asks: a record found by its contents, a question never repeated unchanged, a refused card
+never offered again, every card read back in full. Pack-neutral: the pack's optional hooks supply the words.
+
+::
+
+    find_record      a change that names none of the user's several records (Φ's ``choose``): read what each
+                     holds (``record_reads``, at most eight), keep the ones that fit what the user described and
+                     what the intent can change (``pick_records``); one → it is the record in question
+                     (``select_record``) and Φ goes on with it; several → the user chooses among them, each
+                     described in words (``describe_records``)
+    vary_question    a clarify whose question the session asked before, word for word (and the user answered):
+                     asked with the user's own options instead (``choices``, after ``choice_reads``); that
+                     question asked before too, or no options to offer → handed over (``no_progress``)
+    declined         a card the user said no to is remembered by its arguments; the same card is never shown
+                     again (the turn asks what should change instead)
+    readback         a card's arguments in words (``readback``, after ``readback_reads``), every argument:
+                     those the pack leaves out are read back by their value
+
+Every change of approach is one ``tandem.ask`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.core.decisions import owned_records
+from pipelines.core.domain import Domain
+from pipelines.core.outcome import Outcome
+from pipelines.sgc.phi import phi_lookup
+from pipelines.sgc.snapshot import Snapshot
+
+from .state import META_KEY, TandemState
+
+__all__ = ["MAX_RECORD_READS", "find_record", "vary_question", "signature", "declined_before", "readback_parts",
+           "run_reads", "asked_of", "declined_outcome", "declined_of"]
+
+MAX_RECORD_READS = 8
+"""At most this many reads to find a record by its contents (a user's orders)."""
+
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def _norm(text: str | None) -> str:
+    return " ".join(_WORDS.findall(str(text or "").lower()))
+
+
+def signature(card_id: str, args: Mapping[str, Any]) -> str:
+    """A card as shown: its id and arguments (lists as sorted records)."""
+    norm = {k: sorted(map(str, v)) if isinstance(v, list | tuple) else str(v) for k, v in sorted(args.items())}
+    return card_id + ":" + json.dumps(norm, sort_keys=True)
+
+
+def declined_before(declined: Sequence[str], card_id: str, args: Mapping[str, Any]) -> bool:
+    """Whether the user said no to this very card earlier in the session (``declined``: their signatures)."""
+    return signature(card_id, args) in list(declined)
+
+
+def declined_of(history: Sequence[Any]) -> list[str]:
+    """The cards the user said no to so far (the last recorded turn's ``meta.tandem.declined``)."""
+    for turn in reversed(history):
+        m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
+        if isinstance(m, dict) and isinstance(m.get("declined"), list):
+            return [str(x) for x in m["declined"]]
+    return []
+
+
+async def run_reads(st: TandemState, calls: Sequence[tuple[str, dict[str, Any]]], *, limit: int) -> int:
+    """Run the reads of ``calls`` not run yet this turn (at most ``limit``), folded as observations; how many ran."""
+    assert st.caller is not None
+    done = {(r.tool, json.dumps(r.args, sort_keys=True)) for r in st.caller.records}
+    todo = [(t, dict(a)) for t, a in calls
+            if (t, json.dumps(st.vault.redact_obj(dict(a)), sort_keys=True)) not in done][:limit]
+    if not todo:
+        return 0
+    results = await asyncio.gather(*(st.caller.raw(t, a, step=0) for t, a in todo))
+    for (t, a), r in zip(todo, results, strict=True):
+        st.caller.fold(t, a, r, step=0)
+    return len(todo)
+
+
+async def _phi_again(st: TandemState, domain: Domain) -> Any:
+    """Φ on the snapshot as it is now, its reads not run yet run; the outcome (hit or not)."""
+    assert st.facts is not None and st.tables is not None
+    outcome = phi_lookup((await st.tables).phi, st.intent, st.sub_intent, Snapshot.of(domain.snapshot_values(st.facts)))
+    if outcome.hit and outcome.tools:
+        await run_reads(st, [(c.tool, dict(c.args)) for c in outcome.tools], limit=len(outcome.tools))
+    return outcome
+
+
+async def find_record(st: TandemState, domain: Domain) -> tuple[str | None, list[str]]:
+    """Φ's ``choose``: the record the user means, found by what it holds (see module docstring).
+
+    Returns Φ's next ``then`` and the records still to choose among (empty: one was found, or none to ask)."""
+    assert st.facts is not None
+    facts = st.facts
+    options = owned_records(facts, domain.entity_kind)
+    if len(options) < 2:
+        return "choose", options
+    ran = await run_reads(st, domain.record_reads(facts), limit=MAX_RECORD_READS)
+    picked = domain.pick_records(str(st.intent), options, facts)
+    st.emit("tandem.ask", step="find_record", options=len(options), reads=ran, picked=list(picked))
+    if len(picked) == 1:
+        domain.select_record(picked[0], facts)
+        st.counters.dispatch("record_found")
+        outcome = await _phi_again(st, domain)
+        then = outcome.then if outcome.hit else None
+        return (None if then == "choose" else then), []
+    return "choose", list(picked) or options
+
+
+def asked_of(history: Sequence[Any]) -> list[str]:
+    """Every question the session asked so far, normalised (the last recorded turn's ``meta.tandem.asked``)."""
+    for turn in reversed(history):
+        m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
+        if isinstance(m, dict) and isinstance(m.get("asked"), list):
+            return [str(x) for x in m["asked"]]
+    return []
+
+
+async def vary_question(st: TandemState, domain: Domain) -> None:
+    """A question the user was asked (and answered) earlier in the session is never asked again unchanged (see
+    module docstring); records every question asked."""
+    assert st.facts is not None and st.orch is not None
+    asked: list[str] = st.meta.setdefault("asked", [])
+    o = st.outcome
+    if o is None or o.path != "clarify":
+        return
+    about = o.clarify_about or "details"
+    if _norm(o.clarify_question) in asked:
+        await run_reads(st, domain.choice_reads(about, st.facts), limit=MAX_RECORD_READS)
+        options = [x for x in domain.choices(about, st.facts) if x]
+        key = f"{about}_choices" if f"{about}_choices" in domain.texts.clarify else "choices"
+        question = domain.texts.question(key, options=", ".join(options)) if options else ""
+        if options and _norm(question) not in asked:
+            o.clarify_question, o.clarify_options = question, options
+            st.counters.dispatch("ask_with_choices")
+            st.emit("tandem.ask", step="choices", about=about, options=len(options))
+        else:
+            st.emit("tandem.ask", step="hand_over", about=about, repeated=_norm(o.clarify_question)[:120])
+            st.counters.dispatch("no_progress")
+            st.outcome = await st.orch.escalate("no_progress")
+            return
+    asked.append(_norm(o.clarify_question))
+    del asked[:-40]
+
+
+def readback_parts(domain: Domain, tool: str, args: Mapping[str, Any], facts: Any, shown: str = "") -> list[str]:
+    """Every argument of a card in words: the pack's wording (``readback``; a key may name several arguments,
+    comma-separated), then each argument it left out by its value — unless ``shown`` (the card's phrase) carries
+    that value already."""
+    words = domain.readback(tool, args, facts)
+    covered = {a.strip() for key in words for a in key.split(",")}
+    parts = [w for w in words.values() if w]
+    for arg, value in args.items():
+        if arg in covered or value in ("", None, []):
+            continue
+        text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+        if text and text not in shown:
+            parts.append(f"{arg.replace('_', ' ')}: {text}")
+    return parts
+
+
+def declined_outcome(domain: Domain, asked: list[str] | None = None) -> Outcome:
+    """A card the user refused (or one they refused before): ask what should change (recorded in ``asked``, the
+    session's questions, when the route decides it without :func:`vary_question`)."""
+    question = domain.texts.question("change")
+    if asked is not None:
+        asked.append(_norm(question))
+    return Outcome(path="clarify", clarify_question=question, clarify_about="change")
