@@ -8,10 +8,12 @@
     ├── Unauthenticated             missing or unknown API key (401 / UNAUTHENTICATED)
     ├── NotFound                    unknown session or route, or a session of another principal (404 / NOT_FOUND)
     ├── SessionBusy                 another turn of the session holds it past the wait (409 / ABORTED)
+    │   └── LeaseLost               the turn's lease passed to another turn: its fencing token is stale (409 / ABORTED)
     ├── PolicyBlocked               a guardrail refused the request (403 / PERMISSION_DENIED)
     ├── ToolError                   a tool failed or refused (500 / INTERNAL)
     │   ├── ToolTimeout             a tool ran past its deadline (504 / DEADLINE_EXCEEDED)
     │   └── IneligibleAction        a write tool's eligibility rule refused the call (409 / FAILED_PRECONDITION)
+    │       └── UnconfirmedWrite    the tool port refused a write without the user's yes to its card (409 / FAILED_PRECONDITION)
     ├── UpstreamError               a model deployment failed (502 / UNAVAILABLE)
     │   ├── ModelUnavailable        no model replica could take the call (503 / UNAVAILABLE)
     │   ├── ModelTimeout            the model ran past the turn deadline (504 / DEADLINE_EXCEEDED)
@@ -52,6 +54,7 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "IneligibleAction",
+    "UnconfirmedWrite",
     "UpstreamError",
     "ModelUnavailable",
     "ModelTimeout",
@@ -59,6 +62,7 @@ __all__ = [
     "Overloaded",
     "RateLimited",
     "SessionBusy",
+    "LeaseLost",
     "StoreUnavailable",
     "ConfigError",
     "all_error_classes",
@@ -136,6 +140,13 @@ class SessionBusy(TandemError):
     rejects_turn = True
 
 
+class LeaseLost(SessionBusy):
+    """A save or a write's ledger commit carried a stale fencing token: another turn took the session's lease
+    meanwhile (this one froze past its TTL). Nothing of it was stored; the client retries, as on a busy session."""
+
+    code = "lease_lost"
+
+
 class PolicyBlocked(TandemError):
     code = "policy_blocked"
     http_status = 403
@@ -158,6 +169,14 @@ class IneligibleAction(ToolError):
     code = "ineligible_action"
     http_status = 409
     grpc_status = "FAILED_PRECONDITION"
+
+
+class UnconfirmedWrite(IneligibleAction):
+    """The tool port refused a write: the session is not confirmed, its confirmed card is not this call (tool and
+    arguments digest), or the call has no idempotency key. The pack's tool never ran (``details["reason"]``:
+    ``not_confirmed`` | ``card_mismatch`` | ``no_idempotency_key``)."""
+
+    code = "unconfirmed_write"
 
 
 class UpstreamError(TandemError):

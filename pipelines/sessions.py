@@ -9,7 +9,12 @@ makes a turn safe in front of several users and several ingress replicas:
   that turn in place (a checkpoint, then the final record), never adds a second;
 * **leases** — one holder per session at a time across processes
   (:class:`SessionLocks` adds an in-process lock in front, so waiters of one
-  replica queue without polling the store); a store that also offers
+  replica queue without polling the store); every grant carries a **fencing
+  token**, a positive int that grows per session whenever the lease passes to
+  another holder, and ``save_turn(..., fence=token)`` stores nothing and raises
+  :class:`~pipelines.errors.LeaseLost` unless the token is the session's current
+  one (checked in the save's own transaction / script), so a holder that froze
+  past its TTL cannot write over the turn that took the session; a store that also offers
   ``lease_left_s(session_id)`` (seconds the lease has left, None without one)
   lets a refused turn's Retry-After say when a stopped holder's lease lapses;
 * **idempotency keys** — a key saved with a turn finds that turn again;
@@ -34,7 +39,7 @@ from pipelines.errors import SessionBusy
 from pipelines.protocols import SessionStore, TurnRecord
 
 __all__ = ["LOCAL_PRINCIPAL", "TurnStore", "SessionLocks", "Lease", "as_turn_store", "TurnLoad", "load_turn",
-           "load_turn_by_calls", "lapsing_lease_s"]
+           "load_turn_by_calls", "lapsing_lease_s", "fence_of"]
 
 logger = logging.getLogger("tandem.sessions")
 
@@ -51,14 +56,17 @@ class TurnStore(SessionStore, Protocol):
         ...
 
     async def save_turn(
-        self, session_id: str, record: TurnRecord, *, principal: str, idempotency_key: str | None = None
+        self, session_id: str, record: TurnRecord, *, principal: str, idempotency_key: str | None = None,
+        fence: int | None = None,
     ) -> TurnRecord:
         """Insert the turn (next index) or overwrite the stored turn with the same ``turn_id``.
 
         Claims the session for ``principal`` on its first turn; raises
-        :class:`~pipelines.errors.NotFound` when another principal owns it and
-        :class:`~pipelines.errors.StoreUnavailable` when nothing could be written.
-        All of it lands in one transaction or not at all. Returns the stored record.
+        :class:`~pipelines.errors.NotFound` when another principal owns it,
+        :class:`~pipelines.errors.LeaseLost` when ``fence`` is given and is not the
+        session's current lease token, and :class:`~pipelines.errors.StoreUnavailable`
+        when nothing could be written. All of it (the turn, the owner, the
+        idempotency key) lands in one transaction or not at all. Returns the stored record.
         """
         ...
 
@@ -66,8 +74,9 @@ class TurnStore(SessionStore, Protocol):
         """The turn saved with this idempotency key in this session, if any."""
         ...
 
-    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
-        """Take the session's lease for ``ttl_s`` seconds; False while another holder has it."""
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> int:
+        """Take (or renew) the session's lease for ``ttl_s`` seconds: its fencing token, a positive int that is
+        higher than any earlier holder's (a renewal by the same holder keeps it); 0 while another holder has it."""
         ...
 
     async def release_lease(self, session_id: str, holder: str) -> None:
@@ -96,13 +105,23 @@ def lapsing_lease_s(left_before: float | None, left_after: float | None, waited_
     return max(left_after, 0.0)
 
 
-class Lease:
-    """A held session: release it exactly once (``SessionLocks.release``)."""
+def fence_of(grant: object) -> int | None:
+    """The fencing token of a lease grant: the positive int a store returned, or None (a store that answers a
+    bare ``True`` gives no token, so its saves are not fenced)."""
+    return grant if isinstance(grant, int) and not isinstance(grant, bool) and grant > 0 else None
 
-    def __init__(self, session_id: str, holder: str, lock: asyncio.Lock) -> None:
+
+class Lease:
+    """A held session: release it exactly once (``SessionLocks.release``). ``fence`` is the grant's fencing
+    token (None: the store gives none); ``lost`` turns true when a renewal found the lease had passed to
+    another holder meanwhile (the stale token's saves are then refused by the store)."""
+
+    def __init__(self, session_id: str, holder: str, lock: asyncio.Lock, fence: int | None = None) -> None:
         self.session_id = session_id
         self.holder = holder
         self.lock = lock
+        self.fence = fence
+        self.lost = False
         self.released = False
         self.renewer: asyncio.Task[None] | None = None
 
@@ -202,7 +221,7 @@ class SessionLocks:
         first: tuple[float, float | None] | None = None  # (when, time left) at the first refusal
         until, extended = start + max(wait_s, 0.0), False
         try:
-            while not await self.store.acquire_lease(session_id, holder, ttl):
+            while not (grant := await self.store.acquire_lease(session_id, holder, ttl)):
                 if first is None and self.renew_ttl_s is not None:
                     first = (self.clock(), await self._lease_left(session_id))
                 now = self.clock()
@@ -219,6 +238,7 @@ class SessionLocks:
             lock.release()
             self._unuse(session_id)
             raise
+        lease.fence = fence_of(grant)
         if self.renew_ttl_s is not None:
             lease.renewer = asyncio.create_task(self._renew(lease, self.renew_ttl_s))
         return lease
@@ -260,8 +280,17 @@ class SessionLocks:
             if lease.released:
                 return
             with contextlib.suppress(Exception):  # a store blip: the next renewal tries again
-                if not await self.store.acquire_lease(lease.session_id, lease.holder, ttl):
+                grant = await self.store.acquire_lease(lease.session_id, lease.holder, ttl)
+                if not grant:
+                    lease.lost = True
                     return  # another holder has it (ours expired): nothing to renew
+                if fence_of(grant) != lease.fence:
+                    # ours lapsed and another holder had it meanwhile: this grant is a new one, and the turn's
+                    # token is stale — its saves and writes are refused (LeaseLost); stop renewing
+                    lease.lost = True
+                    logger.warning("session %s: the lease of turn %s passed to another turn while it ran",
+                                   lease.session_id, lease.holder)
+                    return
 
     async def release(self, lease: Lease) -> None:
         """Give the store lease and the in-process lock back (idempotent; never raises)."""
@@ -308,12 +337,14 @@ class _AppendOnly:
 
     Owners are not recorded, a turn is appended once (a checkpoint is kept in
     memory and the final save appends), leases always succeed (the in-process
-    lock still serializes), idempotency keys are remembered in memory.
+    lock still serializes; the tokens grow per holder, and saves are not
+    fenced: one process), idempotency keys are remembered in memory.
     """
 
     def __init__(self, store: SessionStore) -> None:
         self.inner = store
         self._keys: dict[tuple[str, str], TurnRecord] = {}
+        self._grants: dict[str, tuple[str, int]] = {}  # session -> (holder, token): one process, no fencing
 
     async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
         return await self.inner.get_history(session_id, limit)
@@ -328,7 +359,8 @@ class _AppendOnly:
         return None
 
     async def save_turn(
-        self, session_id: str, record: TurnRecord, *, principal: str, idempotency_key: str | None = None
+        self, session_id: str, record: TurnRecord, *, principal: str, idempotency_key: str | None = None,
+        fence: int | None = None,
     ) -> TurnRecord:
         if record.meta.get("checkpoint"):
             return record  # an append-only store cannot overwrite: the final save carries it
@@ -340,8 +372,11 @@ class _AppendOnly:
     async def find_turn(self, session_id: str, idempotency_key: str) -> TurnRecord | None:
         return self._keys.get((session_id, idempotency_key))
 
-    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
-        return True
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> int:
+        last = self._grants.get(session_id)
+        token = last[1] if last is not None and last[0] == holder else (last[1] + 1 if last else 1)
+        self._grants[session_id] = (holder, token)
+        return token
 
     async def release_lease(self, session_id: str, holder: str) -> None:
         return None

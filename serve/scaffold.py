@@ -420,7 +420,7 @@ def test_a_record_is_archived_once_after_the_yes():
     listed = asyncio.run(tools.call("list_records", {{"user_id": user.user_id}}, session))
     assert listed.observation.ok and record in str(listed.observation.result)
     assert asyncio.run(tools.precheck("archive_record", {{"record_id": record}}, session)) is None
-    confirmed = session.model_copy(update={{"confirmed": True, "idempotency_key": "k1"}})
+    confirmed = session.confirm("archive_record", {{"record_id": record}}, "k1")  # the user's yes to this card
     first = asyncio.run(tools.call("archive_record", {{"record_id": record}}, confirmed))
     again = asyncio.run(tools.call("archive_record", {{"record_id": record}}, confirmed))
     assert first.observation.ok and again.replayed and tools.world.records[record].status == "archived"

@@ -118,6 +118,8 @@ class PendingCard(_Contract):
     args: dict[str, Any] = Field(..., description="Redacted arguments (PII as placeholders).")
     digests: dict[str, str] = Field(default_factory=dict, description="Placeholder -> hash of its value.")
     turn_id: str = Field("", description="The turn that showed the card (part of the write's idempotency key).")
+    digest: str = Field("", description="The call as the tool port gets it (ports.call_digest of the tool and the "
+                                        "resolved arguments): the port runs the write only as this call.")
 
 
 class EligibleAction(_Contract):

@@ -10,18 +10,22 @@ model or plain JSON, so the calls cross a process boundary unchanged. Models are
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.errors import LeaseLost
 from pipelines.guardrails import PostGuardView, PreGuardResult, SentenceVerdict
 from pipelines.sgc.phi import PhiTable
 from pipelines.sgc.snapshot import LoadedState
 from pipelines.tools import ToolContext, ToolObservation
 
 __all__ = [
+    "ConfirmedCard",
+    "call_digest",
     "ToolSession",
     "ToolCallResult",
     "write_key",
@@ -29,6 +33,7 @@ __all__ = [
     "LedgerEntry",
     "WriteLedger",
     "MemoryLedger",
+    "check_fence",
     "ToolRunner",
     "Guardrails",
     "W1Tables",
@@ -40,8 +45,37 @@ __all__ = [
 UNGROUNDED = "ungrounded_argument"
 
 
+def call_digest(name: str, args: Mapping[str, Any]) -> str:
+    """sha256 of a call: the tool and its arguments as sent to the port (placeholders resolved). The write
+    ledger records it as the request; a shown card keeps it so the port runs only the write that was shown."""
+    return hashlib.sha256(json.dumps([name, dict(args)], sort_keys=True, default=str).encode()).hexdigest()
+
+
+class ConfirmedCard(BaseModel):
+    """The card the user said yes to, as the tool port checks it: its write tool and the digest of its
+    arguments (:func:`call_digest`, taken when the card was shown)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str
+    digest: str
+
+    @classmethod
+    def of(cls, name: str, args: Mapping[str, Any]) -> ConfirmedCard:
+        return cls(tool=name, digest=call_digest(name, args))
+
+    def matches(self, name: str, args: Mapping[str, Any]) -> bool:
+        """Whether ``name(args)`` is the call this card shows."""
+        return self.tool == name and self.digest == call_digest(name, args)
+
+
 class ToolSession(BaseModel):
-    """The session facts a tool call may rely on (never written by a model)."""
+    """The session facts a tool call may rely on (never written by a model).
+
+    A write runs only with ``confirmed``, a ``card`` that is this very call and an ``idempotency_key``
+    (:func:`pipelines.core.runner.require_confirmed`); ``fence`` is the turn's lease token, which the
+    write ledger's commit checks (a stale one is :class:`~pipelines.errors.LeaseLost`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -56,6 +90,15 @@ class ToolSession(BaseModel):
     user_texts: list[str] = Field(
         default_factory=list, description="The user's own texts in this session (grounding of write arguments)."
     )
+    card: ConfirmedCard | None = Field(
+        None, description="The card the user confirmed: a write runs only when it is this call (tool, args digest).")
+    fence: int | None = Field(
+        None, description="The turn's session-lease fencing token (the ledger refuses a stale one); None: unfenced.")
+
+    def confirm(self, name: str, args: Mapping[str, Any], idempotency_key: str) -> ToolSession:
+        """This session confirmed for exactly ``name(args)`` (the card the user said yes to), under its key."""
+        return self.model_copy(update={"confirmed": True, "card": ConfirmedCard.of(name, args),
+                                       "idempotency_key": idempotency_key})
 
     def to_context(self) -> ToolContext:
         return ToolContext(
@@ -141,13 +184,16 @@ class WriteLedger(Protocol):
         """The entry recorded under ``key``, or ``None``."""
         ...
 
-    def commit_write(self, entry: LedgerEntry | None, world: Any,
-                     changed: Mapping[str, Sequence[str]]) -> LedgerEntry | None:
+    def commit_write(self, entry: LedgerEntry | None, world: Any, changed: Mapping[str, Sequence[str]], *,
+                     fence: int | None = None) -> LedgerEntry | None:
         """Persist the changed entities of ``world`` and ``entry`` atomically.
 
         Returns the entry already recorded under the same key (and writes
         nothing) when another writer got there first, else ``None``. Raises on
-        a failed commit, leaving the store unchanged.
+        a failed commit, leaving the store unchanged. With ``fence`` (the turn's
+        lease token) it raises :class:`~pipelines.errors.LeaseLost` and writes
+        nothing when the ledger has already accepted a higher token for
+        ``entry.session_id``; else it keeps ``fence`` as that session's highest.
         """
         ...
 
@@ -157,18 +203,32 @@ class MemoryLedger:
 
     def __init__(self) -> None:
         self.entries: dict[str, LedgerEntry] = {}
+        self.fences: dict[str, int] = {}
 
     def recorded(self, key: str) -> LedgerEntry | None:
         return self.entries.get(key)
 
-    def commit_write(self, entry: LedgerEntry | None, world: Any,
-                     changed: Mapping[str, Sequence[str]]) -> LedgerEntry | None:
+    def commit_write(self, entry: LedgerEntry | None, world: Any, changed: Mapping[str, Sequence[str]], *,
+                     fence: int | None = None) -> LedgerEntry | None:
         if entry is None:
             return None
         prior = self.entries.get(entry.key)
-        if prior is None:
-            self.entries[entry.key] = entry
-        return prior
+        if prior is not None:
+            return prior
+        check_fence(self.fences.get(entry.session_id), fence, entry.session_id)
+        if fence is not None:
+            self.fences[entry.session_id] = fence
+        self.entries[entry.key] = entry
+        return None
+
+
+def check_fence(highest: int | None, fence: int | None, session_id: str) -> None:
+    """Raise :class:`~pipelines.errors.LeaseLost` when ``fence`` is lower than the ``highest`` token a ledger has
+    accepted for the session (``None``: unfenced call, or none accepted yet)."""
+    if fence is not None and highest is not None and fence < highest:
+        raise LeaseLost(f"session {session_id!r}: the write's lease token {fence} is stale (the ledger has {highest}); "
+                        "another turn holds the session — nothing was written",
+                        details={"fence": fence, "current": highest, "session_id": session_id})
 
 
 class W1Tables(BaseModel):

@@ -1,5 +1,11 @@
 """The one in-process tool port: a pack's typed tools over its world, with exactly-once writes.
 
+A write runs only after the user's yes to the card that shows it, whatever the pack's own code checks:
+:func:`require_confirmed` refuses it (:class:`~pipelines.errors.UnconfirmedWrite`, before the pack is
+reached) unless the session is confirmed, its confirmed card is this call (tool and arguments digest) and
+the call carries an idempotency key. :class:`LocalToolRunner` applies it to every write of a pack it runs;
+:class:`WriteGate` puts it in front of any runner a pack returns (the tools deployment serves through it).
+
 :class:`LocalToolRunner` implements :class:`~pipelines.core.ports.ToolRunner` for any pack that is
 a :class:`ToolBackend` (its tool calls, their eligibility and the grounding of write arguments).
 Reads run against the live world. Writes are serialized and run on a fork of the world (the entities
@@ -9,24 +15,33 @@ the write ledger in one transaction, and only then swapped into the live world. 
 failed commit raises :class:`~pipelines.errors.ToolError` and changes nothing, in memory or on
 disk. A key already in the ledger returns its recorded outcome (``replayed=True``) without running
 anything. Every write argument must be grounded (the user's words or their own records), checked at
-precheck and again before the write runs.
+precheck and again before the write runs. The commit carries the turn's lease token (``ToolSession.fence``):
+a ledger that has accepted a higher one for the session refuses it (:class:`~pipelines.errors.LeaseLost`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pipelines.errors import ToolError
+from pipelines.errors import LeaseLost, ToolError, UnconfirmedWrite
 from pipelines.tools import ToolContext, ToolObservation, ToolRegistry
 
-from .ports import UNGROUNDED, LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
+from .ports import (
+    UNGROUNDED,
+    LedgerEntry,
+    MemoryLedger,
+    ToolCallResult,
+    ToolRunner,
+    ToolSession,
+    WriteLedger,
+    call_digest,
+)
 
-__all__ = ["WriteScope", "World", "ToolBackend", "ToolOutcome", "CallOutcome", "LocalToolRunner"]
+__all__ = ["WriteScope", "World", "ToolBackend", "ToolOutcome", "CallOutcome", "LocalToolRunner", "WriteGate",
+           "require_confirmed", "write_tools_of"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +116,8 @@ class ToolBackend(Protocol):
     def registry(self) -> ToolRegistry[Any]: ...
 
     def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> ToolOutcome:
-        """Run one call (writes need ``ctx.confirmed``); refusals are failed observations with a reason."""
+        """Run one call; refusals are failed observations with a reason. A write reaches it only as the card the
+        user confirmed (the runner's :func:`require_confirmed`); the pack may check ``ctx.confirmed`` again."""
         ...
 
     def precheck(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> str | None:
@@ -114,8 +130,45 @@ class ToolBackend(Protocol):
         ...
 
 
-def _digest(name: str, args: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps([name, args], sort_keys=True, default=str).encode()).hexdigest()
+def require_confirmed(name: str, args: Mapping[str, Any], session: ToolSession) -> None:
+    """Refuse a write the user has not confirmed as shown: raises :class:`~pipelines.errors.UnconfirmedWrite`
+    unless ``session`` is confirmed, its card is ``name(args)`` (tool and arguments digest) and it carries an
+    idempotency key. Nothing of the pack runs before this passes."""
+    if not session.confirmed:
+        reason, why = "not_confirmed", "the session has not confirmed it"
+    elif session.card is None or not session.card.matches(name, args):
+        reason, why = "card_mismatch", "it is not the card the user confirmed (tool or arguments differ)"
+    elif not session.idempotency_key:
+        reason, why = "no_idempotency_key", "it carries no idempotency key"
+    else:
+        return
+    raise UnconfirmedWrite(f"write {name!r} refused by the tool port: {why} [{reason}]",
+                           details={"reason": reason, "tool": name})
+
+
+def write_tools_of(domain: Any) -> frozenset[str]:
+    """A pack's write tools: those its registry declares ``kind="write"``, and any it lists in ``write_tools``
+    (a tool declared either way is gated as a write)."""
+    reg = domain.registry
+    declared = frozenset(getattr(domain, "write_tools", None) or ())
+    return declared | frozenset(n for n in reg.names() if reg.get(n).kind == "write")
+
+
+class WriteGate:
+    """The tool port as served: ``runner`` (whatever a pack's ``tool_runner`` returns) behind
+    :func:`require_confirmed` for every write tool, so a refused write never reaches the pack's runner."""
+
+    def __init__(self, runner: ToolRunner, write_tools: Collection[str]) -> None:
+        self.runner = runner
+        self.write_tools = frozenset(write_tools)
+
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        if name in self.write_tools:
+            require_confirmed(name, args, session)
+        return await self.runner.call(name, args, session)
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        return await self.runner.precheck(name, args, session)
 
 
 class LocalToolRunner:
@@ -129,10 +182,17 @@ class LocalToolRunner:
         self._write_lock = asyncio.Lock()
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        """Run ``name`` with the session's facts; writes need ``session.confirmed``."""
-        if name in self.domain.write_tools:
+        """Run ``name`` with the session's facts; a write only as the card the user confirmed
+        (:func:`require_confirmed`), once per idempotency key."""
+        if name in self.write_tools:
+            require_confirmed(name, args, session)
             async with self._write_lock:
                 return self._write(name, args, session)
+    @property
+    def write_tools(self) -> frozenset[str]:
+        """The pack's write tools (:func:`write_tools_of`): every one runs through the gated write path."""
+        return write_tools_of(self.domain)
+
         ctx = session.to_context()
         before = set(ctx.observed_ids)
         self.calls.append((name, dict(args)))
@@ -151,14 +211,14 @@ class LocalToolRunner:
 
     def ungrounded(self, name: str, args: dict[str, Any], session: ToolSession) -> list[str]:
         """Arguments of a write that are neither the user's words nor the authenticated user's records."""
-        if name not in self.domain.write_tools or not session.authenticated_user_id:
+        if name not in self.write_tools or not session.authenticated_user_id:
             return []
         return self.domain.ungrounded(name, args, session.user_texts, self.world, session.authenticated_user_id)
 
     def _write(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
         # No await inside: once a write starts, cancellation cannot split its commit from its swap.
         key = session.idempotency_key
-        request = _digest(name, args)
+        request = call_digest(name, args)
         if key is not None:
             prior = self.ledger.recorded(key)
             if prior is not None:
@@ -184,7 +244,9 @@ class LocalToolRunner:
                                                       request=request, outcome=result)
         if entry is not None or changed:
             try:
-                prior = self.ledger.commit_write(entry, trial, changed)
+                prior = self.ledger.commit_write(entry, trial, changed, fence=session.fence)
+            except LeaseLost:
+                raise  # another turn holds the session now: nothing was written, and this turn is told so
             except Exception as exc:
                 raise ToolError(f"the write {name!r} could not be recorded; nothing was changed",
                                 details={"tool": name, "reason": "commit_failed"}) from exc

@@ -4,7 +4,10 @@ Every call goes through the one tool port (:class:`pipelines.core.ports.ToolRunn
 placeholders are resolved just before the call, the result is redacted before
 anything else sees it, a timeout or a port failure becomes a failed observation
 (the turn goes on), and the domain folds successful observations of the owner's
-records into the session facts and the grounded candidates.
+records into the session facts and the grounded candidates. A confirmed write carries the card it
+runs (:class:`~pipelines.core.ports.ConfirmedCard`) and every call the turn's lease token (``fence``):
+a write refused by the port is a failed observation (``unconfirmed_write``); a stale token
+(:class:`~pipelines.errors.LeaseLost`) ends the turn, since another turn holds the session.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import Any
 
 from pipelines.core.contract import ObservationRecord
 from pipelines.core.domain import TurnFacts
-from pipelines.core.ports import ToolCallResult, ToolRunner, ToolSession
-from pipelines.errors import TandemError
+from pipelines.core.ports import ConfirmedCard, ToolCallResult, ToolRunner, ToolSession
+from pipelines.errors import LeaseLost, TandemError
 from pipelines.guardrails.pii import Vault
 from pipelines.spans import tool_span
 from pipelines.tools import ToolObservation
@@ -28,22 +31,25 @@ class ToolCaller:
     """Runs tool calls for one turn and keeps their observation records."""
 
     def __init__(self, domain: Any, tools: ToolRunner, facts: TurnFacts, vault: Vault, *, locale: str,
-                 timeout_s: float, counters: Any, emit: Callable[..., None]) -> None:
+                 timeout_s: float, counters: Any, emit: Callable[..., None], fence: int | None = None) -> None:
         self.domain, self.tools, self.facts, self.vault = domain, tools, facts, vault
         self.locale, self.timeout_s, self.counters, self.emit = locale, timeout_s, counters, emit
+        self.fence = fence  # the turn's lease token (TurnContext.fence): the ledger refuses a stale one
         self.records: list[ObservationRecord] = []
 
-    def session(self, *, confirmed: bool = False, idempotency_key: str | None = None) -> ToolSession:
+    def session(self, *, confirmed: bool = False, idempotency_key: str | None = None,
+                card: ConfirmedCard | None = None) -> ToolSession:
         fields = self.domain.session_fields(self.facts)
         extra = {"idempotency_key": idempotency_key} if idempotency_key else {}
         texts = [self.vault.restore(t) for t in self.facts.user_texts]  # the backend grounds write arguments
         return ToolSession(session_id=self.facts.session_id, confirmed=confirmed, locale=self.locale,
-                           user_texts=texts, **fields, **extra)
+                           user_texts=texts, card=card, fence=self.fence, **fields, **extra)
 
     async def raw(self, name: str, args: dict[str, Any], *, step: int, confirmed: bool = False,
-                  idempotency_key: str | None = None) -> ToolCallResult:
-        """One call through the port; failures of the port become a failed observation (never raised)."""
-        session = self.session(confirmed=confirmed, idempotency_key=idempotency_key)
+                  idempotency_key: str | None = None, card: ConfirmedCard | None = None) -> ToolCallResult:
+        """One call through the port; failures of the port become a failed observation (never raised), but a
+        stale lease token (:class:`~pipelines.errors.LeaseLost`) is raised: the turn has lost its session."""
+        session = self.session(confirmed=confirmed, idempotency_key=idempotency_key, card=card)
         try:
             with tool_span(name, self.vault.redact_obj(dict(args)), step=step) as span:
                 async with asyncio.timeout(self.timeout_s):
@@ -53,6 +59,8 @@ class ToolCaller:
                 return res
         except TimeoutError:
             code, message = "tool_timeout", f"no result within {self.timeout_s:g} s"
+        except LeaseLost:
+            raise
         except TandemError as exc:
             code, message = exc.code, exc.message
         obs = ToolObservation(tool=name, args=args, ok=False, error_code=code, error_message=message)
@@ -75,7 +83,8 @@ class ToolCaller:
         return record
 
     async def call(self, name: str, args: dict[str, Any], *, step: int, confirmed: bool = False,
-                   idempotency_key: str | None = None) -> ObservationRecord:
+                   idempotency_key: str | None = None, card: ConfirmedCard | None = None) -> ObservationRecord:
         """Run one call and fold it (sequential use)."""
-        result = await self.raw(name, args, step=step, confirmed=confirmed, idempotency_key=idempotency_key)
+        result = await self.raw(name, args, step=step, confirmed=confirmed, idempotency_key=idempotency_key,
+                                card=card)
         return self.fold(name, args, result, step=step, confirmed=confirmed)

@@ -10,6 +10,11 @@ persistent (read-only data) gets a fresh world from its seed. ``pack.tool_runner
 tool port hosted here; a pack whose sessions carry live state also answers ``load_state`` /
 ``live_facts`` / ``bind_user``. The world is the replica's state: the deployment runs one replica (the
 store is the source of truth across restarts).
+
+Every call reaches the pack's runner through the core's :class:`~pipelines.core.runner.WriteGate`: a write
+tool runs only with a confirmed session whose card is that very call and an idempotency key, whatever runner
+the pack returns; anything else is :class:`~pipelines.errors.UnconfirmedWrite` (logged), and the pack never
+sees it.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from typing import Any
 
 from models.prepare import cache_dir
 from pipelines.core.ports import UNGROUNDED, ToolCallResult, ToolSession
+from pipelines.core.runner import WriteGate, write_tools_of
 from pipelines.domains import load_domain
-from pipelines.errors import ToolError
+from pipelines.errors import ToolError, UnconfirmedWrite
 from serve.config import DomainConfig
 from serve.stores.world_sqlite import SQLiteWorldStore
 
@@ -55,10 +61,16 @@ class ToolsServer:
         self.pack = load_domain(cfg.name)
         world, self.store, origin = open_world(cfg, self.pack)
         self.runner = self.pack.tool_runner(world, self.store)
+        self.port = WriteGate(self.runner, write_tools_of(self.pack))
         logger.info("tools ready: %s world from %s", cfg.name, origin)
 
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
-        result = await self.runner.call(name, args, session)
+        try:
+            result = await self.port.call(name, args, session)
+        except UnconfirmedWrite as exc:
+            logger.warning("write %s refused by the tool port: %s (session %s)", name,
+                           exc.details.get("reason"), session.session_id)
+            raise
         if result.replayed:
             logger.info("write %s replayed from the ledger (session %s)", name, session.session_id)
         elif result.reason == UNGROUNDED:

@@ -8,15 +8,21 @@ session's keys share a cluster slot)::
     <p>:s:{sid}:tids    HASH    turn_id → index (a save with a known turn id overwrites that turn)
     <p>:s:{sid}:idem    HASH    idempotency key → turn_id
     <p>:s:{sid}:vault   STRING  the sealed PII vault (serve.stores.vault)
-    <p>:s:{sid}:lease   STRING  the holder of the session's lease (SET NX PX: one turn at a time)
+    <p>:s:{sid}:lease   STRING  the holder of the session's lease (set with PX by the grant script: one turn at a time)
+    <p>:s:{sid}:fence   HASH    token, holder: the lease's fencing token and the holder it was granted to
     <p>:state:<key>     STRING  live-state cache entries (JSON, with a TTL)
 
 The save script checks everything that could fail *before* its first write
-(the owner, a duplicate turn id, keys of the wrong type, a corrupt counter):
+(the fencing token, the owner, a duplicate turn id, keys of the wrong type, a
+corrupt counter):
 Redis does not roll a script back, so no check may come after a write. The next
 index is read and used inside the script, so concurrent saves from any number
 of replicas get unique, dense indices. Every key of a session gets the session
-TTL (``PEXPIRE``) on every save. Answer metas (``answer.meta`` of W3) are the
+TTL (``PEXPIRE``) on every save. A lease is granted by one script
+(:data:`ACQUIRE_SCRIPT`): a new holder raises the session's fencing token by one
+(the first one starts from the server's ``TIME`` in milliseconds, so tokens keep
+growing after the fence key expires); a save with ``fence`` that is not the
+current token stores nothing (:class:`~pipelines.errors.LeaseLost`). Answer metas (``answer.meta`` of W3) are the
 ``meta`` of the stored records: :meth:`RedisSessionStore.answer_metas`. Every
 Redis failure leaves as :class:`~pipelines.errors.StoreUnavailable`.
 """
@@ -29,7 +35,7 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from pipelines.errors import ConfigError, NotFound, StoreUnavailable
+from pipelines.errors import ConfigError, LeaseLost, NotFound, StoreUnavailable
 from pipelines.protocols import TurnRecord
 from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad
 
@@ -44,6 +50,7 @@ __all__ = [
     "DuplicateTurnError",
     "CorruptSessionError",
     "APPEND_SCRIPT",
+    "ACQUIRE_SCRIPT",
 ]
 
 
@@ -59,18 +66,25 @@ class CorruptSessionError(RedisStoreError):
     """A session key holds something this store did not write (wrong type, bad counter)."""
 
 
-# KEYS: 1 turns list, 2 session meta hash, 3 turn-id hash, 4 idempotency hash, 5 vault string
+# KEYS: 1 turns list, 2 session meta hash, 3 turn-id hash, 4 idempotency hash, 5 vault string, 6 fence hash
 # ARGV: 1 turn_id, 2 record JSON without "index" (starts with "{"), 3 now, 4 principal ('' = the owner or
-#       'local'), 5 idempotency key or '', 6 sealed vault or '', 7 ttl in ms (0 = none), 8 overwrite (1/0)
+#       'local'), 5 idempotency key or '', 6 sealed vault or '', 7 ttl in ms (0 = none), 8 overwrite (1/0),
+#       9 fencing token ('' = unfenced)
 SAVE_SCRIPT = """
 local function kind(key)
   return redis.call('TYPE', key)['ok']
 end
-local want = {'list', 'hash', 'hash', 'hash', 'string'}
-for i = 1, 5 do
+local want = {'list', 'hash', 'hash', 'hash', 'string', 'hash'}
+for i = 1, 6 do
   local t = kind(KEYS[i])
   if t ~= 'none' and t ~= want[i] then
     return redis.error_reply('CORRUPT_SESSION key ' .. i .. ' holds a ' .. t)
+  end
+end
+if ARGV[9] ~= '' then
+  local current = redis.call('HGET', KEYS[6], 'token')
+  if current ~= ARGV[9] then
+    return redis.error_reply('STALE_FENCE ' .. tostring(current))
   end
 end
 local count = redis.call('HGET', KEYS[2], 'turn_count')
@@ -117,13 +131,44 @@ if ARGV[6] ~= '' then
 end
 local ttl = tonumber(ARGV[7])
 if ttl and ttl > 0 then
-  for i = 1, 5 do
+  for i = 1, 6 do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       redis.call('PEXPIRE', KEYS[i], ttl)
     end
   end
 end
 return n
+"""
+
+# KEYS: 1 lease string, 2 fence hash; ARGV: 1 holder, 2 lease ttl in ms, 3 session ttl in ms (0 = none).
+# The lease for ``holder`` (free, or already its own): its fencing token; 0 while another holder has it.
+# A grant to a new holder raises the token by one (the first starts from TIME in ms); a renewal, or the same
+# holder again with nobody in between, keeps it. The fence hash outlives the lease (the session's TTL).
+ACQUIRE_SCRIPT = """
+if redis.call('TYPE', KEYS[2])['ok'] ~= 'none' and redis.call('TYPE', KEYS[2])['ok'] ~= 'hash' then
+  return redis.error_reply('CORRUPT_SESSION the fence key is not a hash')
+end
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then
+  return 0
+end
+local token = redis.call('HGET', KEYS[2], 'token')
+if not (token and redis.call('HGET', KEYS[2], 'holder') == ARGV[1]) then
+  if token then
+    token = redis.call('HINCRBY', KEYS[2], 'token', 1)
+  else
+    local t = redis.call('TIME')
+    token = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    redis.call('HSET', KEYS[2], 'token', token)
+  end
+  redis.call('HSET', KEYS[2], 'holder', ARGV[1])
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local keep = math.max(tonumber(ARGV[2]), tonumber(ARGV[3]))
+if tonumber(ARGV[3]) > 0 and redis.call('PTTL', KEYS[2]) < keep then
+  redis.call('PEXPIRE', KEYS[2], keep)
+end
+return tonumber(token)
 """
 
 # KEYS: 1 lease; ARGV: 1 holder.  Delete the lease only if the holder still has it.
@@ -213,6 +258,10 @@ class RedisSessionStore:
         """The STRING naming the holder of the session's lease."""
         return f"{self.prefix}:s:{{{session_id}}}:lease"
 
+    def fence_key(self, session_id: str) -> str:
+        """The HASH holding the session lease's fencing token and the holder it was granted to."""
+        return f"{self.prefix}:s:{{{session_id}}}:fence"
+
     def state_key(self, key: str) -> str:
         """The STRING holding one live-state cache entry."""
         return f"{self.prefix}:state:{key}"
@@ -241,7 +290,8 @@ class RedisSessionStore:
         scripts = self._scripts.get(loop)
         if scripts is None:
             c = self.client()
-            scripts = {"save": c.register_script(SAVE_SCRIPT), "release": c.register_script(RELEASE_SCRIPT)}
+            scripts = {"save": c.register_script(SAVE_SCRIPT), "release": c.register_script(RELEASE_SCRIPT),
+                       "acquire": c.register_script(ACQUIRE_SCRIPT)}
             self._scripts[loop] = scripts
         return scripts[name]
 
@@ -292,14 +342,16 @@ class RedisSessionStore:
         return await self._save(session_id, record, principal="", key=None, vault=None, overwrite=False)
 
     async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
-                        idempotency_key: str | None = None, vault: bytes | None = None) -> TurnRecord:
-        """Insert or overwrite the turn, claim the session, record the key and the vault: one script."""
+                        idempotency_key: str | None = None, vault: bytes | None = None,
+                        fence: int | None = None) -> TurnRecord:
+        """Insert or overwrite the turn, claim the session, record the key and the vault: one script, which
+        stores nothing (:class:`~pipelines.errors.LeaseLost`) when ``fence`` is not the current lease token."""
         index = await self._save(session_id, record, principal=principal or LOCAL_PRINCIPAL,
-                                 key=idempotency_key, vault=vault, overwrite=True)
+                                 key=idempotency_key, vault=vault, overwrite=True, fence=fence)
         return record.model_copy(update={"index": index})
 
     async def _save(self, session_id: str, record: TurnRecord, *, principal: str, key: str | None,
-                    vault: bytes | None, overwrite: bool) -> int:
+                    vault: bytes | None, overwrite: bool, fence: int | None = None) -> int:
         from redis.exceptions import ResponseError
 
         body = record.model_dump_json(exclude={"index"})  # raises before anything is sent
@@ -307,15 +359,21 @@ class RedisSessionStore:
         try:
             index = await self._guard(self._script("save")(
                 keys=[self.turns_key(session_id), self.meta_key(session_id), self.turn_ids_key(session_id),
-                      self.idem_key(session_id), self.vault_key(session_id)],
+                      self.idem_key(session_id), self.vault_key(session_id), self.fence_key(session_id)],
                 args=[record.turn_id, body, repr(float(record.created_at)), principal, key or "",
-                      vault.decode() if vault else "", ttl_ms, "1" if overwrite else "0"],
+                      vault.decode() if vault else "", ttl_ms, "1" if overwrite else "0",
+                      "" if fence is None else str(int(fence))],
             ))
         except StoreUnavailable as exc:
             cause = exc.__cause__
             if not isinstance(cause, ResponseError):
                 raise
             msg = str(cause)
+            if msg.startswith("STALE_FENCE"):
+                current = msg.split(" ", 1)[1] if " " in msg else None
+                raise LeaseLost(f"session {session_id!r}: this turn's lease token {fence} is stale (current: "
+                                f"{current}); another turn took the session — nothing was stored",
+                                details={"session_id": session_id, "fence": fence, "current": current}) from None
             if msg.startswith("NOT_OWNER"):
                 raise NotFound(f"no session {session_id!r}", details={"session_id": session_id}) from None
             if msg.startswith("DUPLICATE_TURN"):
@@ -337,16 +395,14 @@ class RedisSessionStore:
         row = None if idx is None else await self._guard(c.lindex(self.turns_key(session_id), int(idx)))
         return None if row is None else TurnRecord.model_validate_json(row)
 
-    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
-        """``SET NX PX``: one holder per session across every ingress replica (re-entrant for the holder)."""
-        c = self.client()
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> int:
+        """One holder per session across every ingress replica (re-entrant for the holder), granted by one
+        script: the lease's fencing token, or 0 while another holder has it."""
         ms = max(1, int(ttl_s * 1000))
-        if await self._guard(c.set(self.lease_key(session_id), holder, nx=True, px=ms)):
-            return True
-        if await self._guard(c.get(self.lease_key(session_id))) == holder:
-            await self._guard(c.pexpire(self.lease_key(session_id), ms))
-            return True
-        return False
+        session_ms = 0 if self.ttl_s is None else max(1, int(self.ttl_s * 1000))
+        token = await self._guard(self._script("acquire")(
+            keys=[self.lease_key(session_id), self.fence_key(session_id)], args=[holder, ms, session_ms]))
+        return int(token)
 
     async def release_lease(self, session_id: str, holder: str) -> None:
         """Delete the lease if ``holder`` still has it (compare-and-delete in one script)."""

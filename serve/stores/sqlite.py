@@ -5,12 +5,18 @@ Implements :class:`pipelines.sessions.TurnStore`::
     sessions     session_id, principal (owner), created_at, updated_at, turn_count, expires_at
     turns        session_id, idx, turn_id (unique), body (a TurnRecord as JSON)
     leases       session_id, holder, expires_at          (one turn of a session at a time)
+    fences       session_id, holder, token, granted_at   (the lease's fencing token: the last grant's)
     idempotency  session_id, key, turn_id                (a retried turn finds its record)
     vaults       session_id, blob                        (the sealed PII vault, see serve.stores.vault)
 
-A save is one ``BEGIN IMMEDIATE`` transaction: the owner check, the turn row
-(inserted, or overwritten when its ``turn_id`` is known), the session row, the
-idempotency key and the vault land together or not at all. Sessions expire
+A save is one ``BEGIN IMMEDIATE`` transaction: the fencing check (a ``fence``
+that is not the session's current token raises
+:class:`~pipelines.errors.LeaseLost`), the owner check, the turn row (inserted,
+or overwritten when its ``turn_id`` is known), the session row, the idempotency
+key and the vault land together or not at all. A lease grant to a new holder
+raises the session's token by one; the first grant of a session (or one after
+its fence row was purged) starts from the store clock in milliseconds, so
+tokens keep growing even across a purge. Sessions expire
 ``ttl_s`` after their last turn: expired sessions read as absent and are purged
 lazily by later writes. Every ``sqlite3`` failure leaves as
 :class:`~pipelines.errors.StoreUnavailable`.
@@ -27,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import NotFound, StoreUnavailable, TandemError
+from pipelines.errors import LeaseLost, NotFound, StoreUnavailable, TandemError
 from pipelines.protocols import TurnRecord
 from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad
 
@@ -57,6 +63,12 @@ CREATE TABLE IF NOT EXISTS idempotency (
     key TEXT NOT NULL,
     turn_id TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
+);
+CREATE TABLE IF NOT EXISTS fences (
+    session_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    granted_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS vaults (
     session_id TEXT PRIMARY KEY,
@@ -142,13 +154,32 @@ class SQLiteSessionStore:
                             " LIMIT ?", (now, _PURGE_BATCH)).fetchall()
         if rows:
             self._drop(conn, [r[0] for r in rows])
+        if self.ttl_s is not None:  # fences of sessions idle a whole TTL whose lease has lapsed (tokens restart
+            # from the clock, still above any earlier one)
+            conn.execute("DELETE FROM fences WHERE rowid IN (SELECT f.rowid FROM fences f LEFT JOIN leases l"
+                         " ON l.session_id = f.session_id WHERE f.granted_at <= ? AND"
+                         " (l.expires_at IS NULL OR l.expires_at <= ?) LIMIT ?)",
+                         (now - self.ttl_s, now, _PURGE_BATCH))
+
+    @staticmethod
+    def _check_fence(conn: sqlite3.Connection, session_id: str, fence: int | None) -> None:
+        """Inside a save's transaction: a ``fence`` that is not the session's current token is refused."""
+        if fence is None:
+            return
+        row = conn.execute("SELECT token FROM fences WHERE session_id=?", (session_id,)).fetchone()
+        if row is None or int(row[0]) != fence:
+            current = None if row is None else int(row[0])
+            raise LeaseLost(f"session {session_id!r}: this turn's lease token {fence} is stale (current: {current});"
+                            " another turn took the session — nothing was stored",
+                            details={"session_id": session_id, "fence": fence, "current": current})
 
     def _save(self, session_id: str, record: TurnRecord, principal: str, key: str | None,
-              vault: bytes | None, overwrite: bool = True) -> TurnRecord:
+              vault: bytes | None, overwrite: bool = True, fence: int | None = None) -> TurnRecord:
         conn = self._conn()
         now = self.clock()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(conn, session_id, fence)
             self._purge(conn, now)
             owner, exists = self._live(conn, session_id)
             if not exists:
@@ -200,23 +231,31 @@ class SQLiteSessionStore:
                            " AND t.turn_id=i.turn_id WHERE i.session_id=? AND i.key=?", (session_id, key)).fetchone()
         return None if row is None else TurnRecord.model_validate_json(row[0])
 
-    def _acquire(self, session_id: str, holder: str, ttl_s: float) -> bool:
+    def _acquire(self, session_id: str, holder: str, ttl_s: float) -> int:
         conn = self._conn()
         now = self.clock()
+        token = 0
         conn.execute("BEGIN IMMEDIATE")
         try:
             row = conn.execute("SELECT holder, expires_at FROM leases WHERE session_id=?", (session_id,)).fetchone()
-            free = row is None or row[0] == holder or row[1] <= now
-            if free:
+            if row is None or row[0] == holder or row[1] <= now:
                 conn.execute("INSERT INTO leases (session_id, holder, expires_at) VALUES (?, ?, ?)"
                              " ON CONFLICT(session_id) DO UPDATE SET holder=excluded.holder,"
                              " expires_at=excluded.expires_at", (session_id, holder, now + ttl_s))
+                last = conn.execute("SELECT holder, token FROM fences WHERE session_id=?", (session_id,)).fetchone()
+                if last is not None and last[0] == holder:
+                    token = int(last[1])  # a renewal, or the same holder again with nobody in between
+                else:
+                    token = int(last[1]) + 1 if last is not None else max(1, int(now * 1000))
+                conn.execute("INSERT INTO fences (session_id, holder, token, granted_at) VALUES (?, ?, ?, ?)"
+                             " ON CONFLICT(session_id) DO UPDATE SET holder=excluded.holder, token=excluded.token,"
+                             " granted_at=excluded.granted_at", (session_id, holder, token, now))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return free
+        return token
 
     def _lease_left(self, session_id: str) -> float | None:
         row = self._conn().execute("SELECT expires_at FROM leases WHERE session_id=?", (session_id,)).fetchone()
@@ -281,9 +320,11 @@ class SQLiteSessionStore:
         return (await self._run(lambda: self._live(self._conn(), session_id)))[0]
 
     async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
-                        idempotency_key: str | None = None, vault: bytes | None = None) -> TurnRecord:
-        """Insert or overwrite the turn, claim the session, record the key and vault: one transaction."""
-        return await self._run(self._save, session_id, record, principal, idempotency_key, vault)
+                        idempotency_key: str | None = None, vault: bytes | None = None,
+                        fence: int | None = None) -> TurnRecord:
+        """Insert or overwrite the turn, claim the session, record the key and vault: one transaction, refused
+        whole (:class:`~pipelines.errors.LeaseLost`) when ``fence`` is not the session's current lease token."""
+        return await self._run(self._save, session_id, record, principal, idempotency_key, vault, True, fence)
 
     async def append_turn(self, session_id: str, record: TurnRecord) -> None:
         """Append one whole turn (a known turn id is refused) as the session's owner, or ``local``."""
@@ -294,8 +335,8 @@ class SQLiteSessionStore:
         """The turn saved with this idempotency key, if any."""
         return await self._run(self._find, session_id, idempotency_key)
 
-    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
-        """Take the session's lease unless another live holder has it."""
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> int:
+        """Take the session's lease unless another live holder has it: its fencing token (0 when refused)."""
         return await self._run(self._acquire, session_id, holder, ttl_s)
 
     async def release_lease(self, session_id: str, holder: str) -> None:

@@ -136,16 +136,19 @@ class RedactingStore:
         return await self.inner.owner(session_id)
 
     async def save_turn(self, session_id: str, record: TurnRecord, *, principal: str,
-                        idempotency_key: str | None = None) -> TurnRecord:
-        """Redact the record with the session's vault; the inner store writes both at once."""
+                        idempotency_key: str | None = None, fence: int | None = None) -> TurnRecord:
+        """Redact the record with the session's vault; the inner store writes both at once (fenced with
+        ``fence``, the turn's lease token, when given)."""
         vault = await self._vault(session_id)
         redacted = record.model_copy(update={
             "user_text": vault.redact(record.user_text),
             "reply_text": vault.redact(record.reply_text),
             "meta": map_strings(record.meta, vault.redact),
         })
+        fenced = {} if fence is None else {"fence": fence}
         stored = await self.inner.save_turn(session_id, redacted, principal=principal,
-                                            idempotency_key=idempotency_key, vault=self.cipher.seal(vault.entries()))
+                                            idempotency_key=idempotency_key, vault=self.cipher.seal(vault.entries()),
+                                            **fenced)
         return self._restore(vault, stored)
 
     async def append_turn(self, session_id: str, record: TurnRecord) -> None:
@@ -155,7 +158,7 @@ class RedactingStore:
         rec = await self.inner.find_turn(session_id, idempotency_key)
         return None if rec is None else self._restore(await self._vault(session_id), rec)
 
-    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> bool:
+    async def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> int:
         return await self.inner.acquire_lease(session_id, holder, ttl_s)
 
     async def release_lease(self, session_id: str, holder: str) -> None:

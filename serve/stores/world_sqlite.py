@@ -9,8 +9,10 @@ The ``write_ledger`` table makes confirmed writes exactly-once: one row per idem
 card, the turn the card was shown in) holding the outcome the tool returned.
 :meth:`SQLiteWorldStore.commit_write` upserts the changed entities and inserts the row in the same
 transaction, after checking the key inside it — so a key is recorded at most once, a recorded key always
-has its entities, and a failed commit leaves neither. It implements
-:class:`pipelines.core.ports.WriteLedger`. stdlib ``sqlite3`` only.
+has its entities, and a failed commit leaves neither. A commit with the turn's lease token (``fence``)
+is refused — :class:`~pipelines.errors.LeaseLost`, nothing written — when the ledger has already accepted a
+higher token for the session (``ledger_fences``: the highest per session, raised in the same transaction). It
+implements :class:`pipelines.core.ports.WriteLedger`. stdlib ``sqlite3`` only.
 
 A file written by an earlier version (one ``(id, body)`` table per entity kind, named by the kind's
 plural) is read into ``entities`` once, on open, so nothing already stored is lost.
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipelines.core.ports import LedgerEntry
+from pipelines.core.ports import LedgerEntry, check_fence
 
 __all__ = ["SQLiteWorldStore"]
 
@@ -38,9 +40,10 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entities (kind TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, "
     "PRIMARY KEY (kind, id));\n"
     "CREATE TABLE IF NOT EXISTS write_ledger (key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
-    "tool TEXT NOT NULL, request TEXT NOT NULL, outcome TEXT NOT NULL, created_at REAL NOT NULL);"
+    "tool TEXT NOT NULL, request TEXT NOT NULL, outcome TEXT NOT NULL, created_at REAL NOT NULL);\n"
+    "CREATE TABLE IF NOT EXISTS ledger_fences (session_id TEXT PRIMARY KEY, token INTEGER NOT NULL);"
 )
-_OWN = {"entities", "write_ledger"}
+_OWN = {"entities", "write_ledger", "ledger_fences"}
 
 
 def _earlier_kind(table: str, columns: Sequence[str]) -> str | None:
@@ -187,12 +190,14 @@ class SQLiteWorldStore:
         rows = self._conn().execute(sql + " ORDER BY created_at, rowid", params).fetchall()
         return [e for e in map(self._entry, rows) if e is not None]
 
-    def commit_write(self, entry: LedgerEntry | None, world: Any,
-                     changed: Mapping[str, Sequence[str]]) -> LedgerEntry | None:
+    def commit_write(self, entry: LedgerEntry | None, world: Any, changed: Mapping[str, Sequence[str]], *,
+                     fence: int | None = None) -> LedgerEntry | None:
         """Upsert the changed entities of ``world`` and insert ``entry``, in one transaction.
 
         Returns the entry already recorded under ``entry.key`` (nothing is written) or ``None`` when this
-        call recorded it. Any failure rolls the whole transaction back and is raised.
+        call recorded it. With ``fence``, a token lower than the highest this ledger has accepted for
+        ``entry.session_id`` raises :class:`~pipelines.errors.LeaseLost` (nothing is written); an accepted one
+        becomes that highest. Any failure rolls the whole transaction back and is raised.
         """
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
@@ -204,6 +209,12 @@ class SQLiteWorldStore:
                 if prior is not None:
                     conn.execute("ROLLBACK")
                     return prior
+                if fence is not None:
+                    row = conn.execute("SELECT token FROM ledger_fences WHERE session_id = ?",
+                                       (entry.session_id,)).fetchone()
+                    check_fence(None if row is None else int(row[0]), fence, entry.session_id)
+                    conn.execute("INSERT INTO ledger_fences (session_id, token) VALUES (?, ?) ON CONFLICT(session_id)"
+                                 " DO UPDATE SET token = MAX(token, excluded.token)", (entry.session_id, fence))
             for kind, key, body in _changed_rows(world, changed):
                 conn.execute("INSERT OR REPLACE INTO entities (kind, id, body) VALUES (?, ?, ?)", (kind, key, body))
             if entry is not None:

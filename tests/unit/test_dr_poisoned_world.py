@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pipelines.annex.dr.actions import UNGROUNDED_QUESTION
+from pipelines.core.ports import call_digest
 from pipelines.domains.support import FIXTURES
 from pipelines.domains.support import reads as support_reads
 from pipelines.domains.support.help import search_help_articles
@@ -90,13 +91,31 @@ def test_the_backend_refuses_again_before_execution() -> None:
                                                                params=grounded)], gen=["Reply yes to confirm."])
     assert [c.card_id for c in r.of("action_card")] == ["card.modify_address"]
     pending: dict[str, Any] = h.store.turns["s1"][-1].meta["dr"]["facts"]["pending_action"]
-    pending["args"], pending["digests"] = dict(EVIL), {}  # a card that never passed the precheck
+    # a card that never passed the precheck, planted whole (its call digest matches its arguments)
+    pending["args"], pending["digests"] = dict(EVIL), {}
+    pending["digest"] = call_digest("modify_pending_order_address", EVIL)
     r = h.turn("yes", gen=["I could not change it."])
     assert h.world.orders[OID].address.address1 == "1 Market Street"
     assert h.last_meta["executed"] is None
     assert h.last_meta["fallback"]["detail"] == "ungrounded_argument"
     tool = [f for k, f in r.sink if k == "dr.tool"][0]
     assert tool["result"]["reason"] == "ungrounded_argument" and tool["confirmed"] is True
+
+
+def test_a_card_changed_after_it_was_shown_is_refused_by_the_tool_port() -> None:
+    h = logged_in()
+    on_file = h.world.users[ALEX.user_id].address
+    grounded = {**EVIL, "address1": on_file.address1, "address2": on_file.address2, "city": on_file.city}
+    h.turn("Ship my order to my profile address", orch=[j(decision="action", card_id="card.modify_address",
+                                                           params=grounded)], gen=["Reply yes to confirm."])
+    pending: dict[str, Any] = h.store.turns["s1"][-1].meta["dr"]["facts"]["pending_action"]
+    pending["args"], pending["digests"] = dict(EVIL), {}  # the arguments changed; the digest is the card shown
+    r = h.turn("yes", gen=["I could not change it."])
+    assert h.world.orders[OID].address.address1 == "1 Market Street"
+    assert h.last_meta["executed"] is None
+    assert h.last_meta["fallback"]["trigger"] == "no_eligible_action"
+    assert h.last_meta["fallback"]["detail"] == "modify_pending_order_address: card_mismatch"
+    assert [f for k, f in r.sink if k == "dr.tool"] == []  # refused at the port: the pack never ran
 
 
 @pytest.mark.parametrize("address2", ["", "Apt 4"])

@@ -43,7 +43,7 @@ def test_http_error_maps_every_class(cls: type[TandemError]) -> None:
 
 
 # Back-pressure and unavailability carry a retry hint; nothing else does (written from the table).
-RETRYABLE = {E.Overloaded, E.RateLimited, E.ModelUnavailable, E.StoreUnavailable, E.SessionBusy}
+RETRYABLE = {E.Overloaded, E.RateLimited, E.ModelUnavailable, E.StoreUnavailable, E.SessionBusy, E.LeaseLost}
 
 
 @pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)

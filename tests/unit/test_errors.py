@@ -19,6 +19,7 @@ EXPECTED_PARENT = {
     E.ToolError: TandemError,
     E.ToolTimeout: E.ToolError,
     E.IneligibleAction: E.ToolError,
+    E.UnconfirmedWrite: E.IneligibleAction,
     E.UpstreamError: TandemError,
     E.ModelUnavailable: E.UpstreamError,
     E.ModelTimeout: E.UpstreamError,
@@ -27,6 +28,7 @@ EXPECTED_PARENT = {
     E.ConfigError: TandemError,
     E.RateLimited: E.Overloaded,
     E.SessionBusy: TandemError,
+    E.LeaseLost: E.SessionBusy,
     E.StoreUnavailable: TandemError,
 }
 
@@ -46,6 +48,7 @@ EXPECTED_TABLE = {
     E.ToolError: ("tool_error", 500, "INTERNAL"),
     E.ToolTimeout: ("tool_timeout", 504, "DEADLINE_EXCEEDED"),
     E.IneligibleAction: ("ineligible_action", 409, "FAILED_PRECONDITION"),
+    E.UnconfirmedWrite: ("unconfirmed_write", 409, "FAILED_PRECONDITION"),
     E.UpstreamError: ("upstream_error", 502, "UNAVAILABLE"),
     E.ModelUnavailable: ("model_unavailable", 503, "UNAVAILABLE"),
     E.ModelTimeout: ("model_timeout", 504, "DEADLINE_EXCEEDED"),
@@ -53,6 +56,7 @@ EXPECTED_TABLE = {
     E.Overloaded: ("overloaded", 503, "UNAVAILABLE"),
     E.RateLimited: ("rate_limited", 429, "RESOURCE_EXHAUSTED"),
     E.SessionBusy: ("session_busy", 409, "ABORTED"),
+    E.LeaseLost: ("lease_lost", 409, "ABORTED"),
     E.StoreUnavailable: ("store_unavailable", 503, "UNAVAILABLE"),
     E.ConfigError: ("config_error", 500, "FAILED_PRECONDITION"),
 }
@@ -71,6 +75,7 @@ DECLARED = {
     E.ToolError: {"code", "http_status", "grpc_status"},
     E.ToolTimeout: {"code", "http_status", "grpc_status"},
     E.IneligibleAction: {"code", "http_status", "grpc_status"},
+    E.UnconfirmedWrite: {"code"},
     E.UpstreamError: {"code", "http_status", "grpc_status"},
     E.ModelUnavailable: {"code", "http_status"},
     E.ModelTimeout: {"code", "http_status", "grpc_status"},
@@ -78,6 +83,7 @@ DECLARED = {
     E.Overloaded: {"code", "http_status", "grpc_status"},
     E.RateLimited: {"code", "http_status", "grpc_status"},
     E.SessionBusy: {"code", "http_status", "grpc_status"},
+    E.LeaseLost: {"code"},
     E.StoreUnavailable: {"code", "http_status", "grpc_status"},
     E.ConfigError: {"code", "http_status", "grpc_status"},
 }
@@ -93,7 +99,7 @@ def test_all_error_classes_is_the_whole_tree_base_first() -> None:
     classes = all_error_classes()
     assert classes[0] is TandemError
     assert set(classes) == {TandemError, *EXPECTED_PARENT}
-    assert len(classes) == len(set(classes)) == 20
+    assert len(classes) == len(set(classes)) == 22
     # base first, then breadth-first: every class comes after its parent
     for cls in classes[1:]:
         assert classes.index(cls.__bases__[0]) < classes.index(cls), cls.__name__
@@ -139,7 +145,7 @@ def test_docstring_tree_states_the_same_statuses() -> None:
         if parts and parts[0] in vars(E) and line.rstrip().endswith(")") and "/" in line:
             http, grpc_code = line.rsplit("(", 1)[1].rstrip(")").split("/")
             drawn[getattr(E, parts[0])] = (int(http.strip()), grpc_code.strip())
-    assert len(drawn) == 18  # all but the root and ConfigError carry statuses in the drawing
+    assert len(drawn) == 20  # all but the root and ConfigError carry statuses in the drawing
     for cls, statuses in drawn.items():
         assert statuses == EXPECTED_TABLE[cls][1:], cls.__name__
 
@@ -180,12 +186,12 @@ def test_raised_errors_are_caught_by_their_family() -> None:
 
 
 # Retry hints and whole-turn refusals, written by hand from the classes' docstrings:
-# busy sessions, overload and store/model outages say "retry in 1 s"; input, auth, tenancy,
-# busy sessions and overload refuse the turn as a whole (nothing stored).
-EXPECTED_RETRY = {E.SessionBusy: 1.0, E.Overloaded: 1.0, E.RateLimited: 1.0, E.StoreUnavailable: 1.0,
+# busy sessions (a lost lease is one), overload and store/model outages say "retry in 1 s"; input, auth,
+# tenancy, busy sessions and overload refuse the turn as a whole (nothing stored).
+EXPECTED_RETRY = {E.SessionBusy: 1.0, E.LeaseLost: 1.0, E.Overloaded: 1.0, E.RateLimited: 1.0, E.StoreUnavailable: 1.0,
                   E.ModelUnavailable: 1.0}
 EXPECTED_REJECTS = {E.InvalidInput, E.ValidationFailed, E.PayloadTooLarge, E.InvalidSessionId,
-                    E.Unauthenticated, E.NotFound, E.SessionBusy, E.Overloaded, E.RateLimited}
+                    E.Unauthenticated, E.NotFound, E.SessionBusy, E.LeaseLost, E.Overloaded, E.RateLimited}
 
 
 @pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)

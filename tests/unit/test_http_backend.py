@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pipelines.core.http_backend import HttpBackend, RemoteWorld, reason_of
 from pipelines.core.ports import MemoryLedger, ToolSession
 from pipelines.core.runner import CallOutcome, LocalToolRunner
-from pipelines.errors import IneligibleAction, InvalidInput, ToolError, ToolTimeout
+from pipelines.errors import IneligibleAction, InvalidInput, ToolError, ToolTimeout, UnconfirmedWrite
 from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
 
 
@@ -240,7 +240,7 @@ def test_a_keyed_write_reaches_the_service_once_and_replays_from_the_ledger() ->
 
     calls = Calls(ok({"item_id": "I1", "status": "archived"}))
     runner = _runner(calls)
-    session = ToolSession(session_id="s", confirmed=True, idempotency_key="key-1")
+    session = ToolSession(session_id="s").confirm("archive", {"item_id": "I1"}, "key-1")
     first = asyncio.run(runner.call("archive", {"item_id": "I1"}, session))
     again = asyncio.run(runner.call("archive", {"item_id": "I1"}, session))
     assert first.observation.ok and first.observation.result == {"item_id": "I1", "status": "archived"}
@@ -253,12 +253,36 @@ def test_a_failed_write_is_a_failed_observation_with_its_reason_and_is_not_sent_
 
     calls = Calls(httpx.Response(409, json={"reason": "not_active"}))
     runner = _runner(calls)
-    session = ToolSession(session_id="s", confirmed=True, idempotency_key="key-2")
+    session = ToolSession(session_id="s").confirm("archive", {"item_id": "I1"}, "key-2")
     first = asyncio.run(runner.call("archive", {"item_id": "I1"}, session))
     again = asyncio.run(runner.call("archive", {"item_id": "I1"}, session))
     assert not first.observation.ok and first.observation.error_code == "ineligible_action"
     assert first.reason == "not_active" and again.replayed
     assert len(calls.requests) == 1
+
+
+def test_a_write_the_user_did_not_confirm_as_shown_never_reaches_the_service() -> None:
+    """``_archive`` never looks at ``ctx.confirmed`` (a pack that forgot): the core's port refuses for it, typed,
+    before the pack runs — unconfirmed, confirmed for other arguments or another tool, or without a key."""
+    import asyncio
+
+    calls = Calls(ok({"item_id": "I1", "status": "archived"}))
+    runner = _runner(calls)
+    base = ToolSession(session_id="s")
+    tries = {
+        "not_confirmed": base.model_copy(update={"idempotency_key": "k"}),
+        "card_mismatch": base.confirm("archive", {"item_id": "I2"}, "k"),
+        "no_idempotency_key": base.confirm("archive", {"item_id": "I1"}, "k").model_copy(
+            update={"idempotency_key": None}),
+    }
+    for reason, session in tries.items():
+        with pytest.raises(UnconfirmedWrite) as exc:
+            asyncio.run(runner.call("archive", {"item_id": "I1"}, session))
+        assert exc.value.details == {"reason": reason, "tool": "archive"} and exc.value.http_status == 409
+    unconfirmed_card = base.confirm("archive", {"item_id": "I1"}, "k").model_copy(update={"confirmed": False})
+    with pytest.raises(UnconfirmedWrite):
+        asyncio.run(runner.call("archive", {"item_id": "I1"}, unconfirmed_card))
+    assert calls.requests == [] and runner.calls == [] and runner.ledger.entries == {}
 
 
 # -- a real server on a free local port -------------------------------------------------------------

@@ -81,7 +81,7 @@ def test_the_new_pack_writes_exactly_once_and_refuses_another_users_record(in_pr
     a, b = list(world.users.values())[:2]
     record = a.records[0]
     session = ToolSession(session_id="s", authenticated_user_id=a.user_id, user_texts=[record])
-    confirmed = session.model_copy(update={"confirmed": True, "idempotency_key": "k1"})
+    confirmed = session.confirm("archive_record", {"record_id": record}, "k1")  # the yes to this very card
     first = asyncio.run(tools.call("archive_record", {"record_id": record}, confirmed))
     again = asyncio.run(tools.call("archive_record", {"record_id": record}, confirmed))
     assert first.observation.ok and not first.replayed

@@ -257,8 +257,10 @@ def test_a_plain_store_is_served_append_only_with_keys_in_memory():
     assert store is not inner
 
     async def go():
-        assert await store.owner("s") is None and await store.acquire_lease("s", "h", 1) is True
+        assert await store.owner("s") is None and await store.acquire_lease("s", "h", 1) == 1
+        assert await store.acquire_lease("s", "h", 1) == 1  # the same holder keeps its token
         assert await store.release_lease("s", "h") is None
+        assert await store.acquire_lease("s", "h2", 1) == 2  # the next holder gets the next one
         assert not await store.session_exists("s")
         cp = await store.save_turn("s", _rec("t1", checkpoint=True), principal="p", idempotency_key="k")
         assert cp.turn_id == "t1" and inner.turns == {}  # a checkpoint is not appended

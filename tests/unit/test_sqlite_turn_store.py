@@ -69,15 +69,16 @@ def test_leases_one_holder_until_release_or_expiry(tmp_path: Path) -> None:
     clock = Clock()
     store = SQLiteSessionStore(tmp_path / "s.db", clock=clock)
     other = SQLiteSessionStore(tmp_path / "s.db", clock=clock)  # another replica on the same file
-    assert asyncio.run(store.acquire_lease("s", "a", 10)) is True
-    assert asyncio.run(store.acquire_lease("s", "a", 10)) is True  # re-entrant for its holder
-    assert asyncio.run(other.acquire_lease("s", "b", 10)) is False
+    first = asyncio.run(store.acquire_lease("s", "a", 10))
+    assert first == 1_000_000  # a session's first grant: its fencing token starts from the store clock in ms
+    assert asyncio.run(store.acquire_lease("s", "a", 10)) == first  # re-entrant for its holder, same token
+    assert asyncio.run(other.acquire_lease("s", "b", 10)) == 0
     clock.now += 10.0
-    assert asyncio.run(other.acquire_lease("s", "b", 10)) is True  # expired at exactly its ttl
+    assert asyncio.run(other.acquire_lease("s", "b", 10)) == first + 1  # expired at exactly its ttl: next token
     asyncio.run(store.release_lease("s", "a"))  # not the holder any more: no effect
-    assert asyncio.run(store.acquire_lease("s", "a", 10)) is False
+    assert asyncio.run(store.acquire_lease("s", "a", 10)) == 0
     asyncio.run(other.release_lease("s", "b"))
-    assert asyncio.run(store.acquire_lease("s", "a", 10)) is True
+    assert asyncio.run(store.acquire_lease("s", "a", 10)) == first + 2
 
 
 def test_a_leases_time_left_runs_down_with_the_clock_and_is_none_once_lapsed_or_released(tmp_path: Path) -> None:

@@ -116,4 +116,4 @@ def test_only_id_body_tables_named_by_a_plural_are_read_as_earlier_kinds(tmp_pat
     store = SQLiteWorldStore(path)
     assert store.rows() == [("note", "n1", '{"text": "hi"}')]
     tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {"entities", "write_ledger", "audit", "tags"}
+    assert tables == {"entities", "write_ledger", "ledger_fences", "audit", "tags"}

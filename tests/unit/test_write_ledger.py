@@ -11,12 +11,12 @@ import sqlite3
 
 import pytest
 
-from pipelines.core.ports import UNGROUNDED, LedgerEntry, ToolSession, write_key
+from pipelines.core.ports import UNGROUNDED, ConfirmedCard, LedgerEntry, ToolSession, write_key
 from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain
 from pipelines.domains.support.generator import FIXTURES, generate_world
 from pipelines.domains.support.world import RetailWorld
-from pipelines.errors import ToolError
+from pipelines.errors import LeaseLost, ToolError, UnconfirmedWrite
 from serve.stores.world_sqlite import SQLiteWorldStore
 
 ALEX = FIXTURES["alex"]
@@ -38,8 +38,9 @@ def runner_over(store: SQLiteWorldStore) -> LocalToolRunner:
 
 
 def session(key: str | None = KEY, texts: tuple[str, ...] = ("please cancel it, I no longer need it", "yes"),
-            **kw) -> ToolSession:
-    fields = {"confirmed": True, **kw}
+            card: tuple[str, dict] | None = ("cancel_pending_order", CANCEL), **kw) -> ToolSession:
+    """The session of the user's yes to ``card`` (tool, arguments): the call the port will run."""
+    fields = {"confirmed": True, "card": ConfirmedCard.of(*card) if card else None, **kw}
     return ToolSession(session_id="s1", authenticated_user_id=ALEX.user_id, observed_ids=[OID],
                        idempotency_key=key, user_texts=list(texts), **fields)
 
@@ -130,7 +131,8 @@ def test_a_key_reused_for_other_arguments_is_refused(store: SQLiteWorldStore) ->
     asyncio.run(r.call("cancel_pending_order", CANCEL, session()))
     other = {"order_id": OID, "reason": "ordered by mistake"}
     with pytest.raises(ToolError) as exc:
-        asyncio.run(r.call("cancel_pending_order", other, session(texts=("I ordered it by mistake",))))
+        asyncio.run(r.call("cancel_pending_order", other, session(texts=("I ordered it by mistake",),
+                                                                  card=("cancel_pending_order", other))))
     assert exc.value.details["reason"] == "idempotency_key_reused"
     assert store.load(RetailWorld.from_entities).orders[OID].cancel_reason == "no longer needed"
 
@@ -172,13 +174,12 @@ def test_two_concurrent_calls_with_one_key_execute_once(store: SQLiteWorldStore)
     agree(store, r)
 
 
-def test_an_unkeyed_write_is_still_persisted_before_memory(store: SQLiteWorldStore) -> None:
+def test_an_unkeyed_write_is_refused_before_it_runs(store: SQLiteWorldStore) -> None:
     r = runner_over(store)
-    store._conn().execute(
-        "CREATE TRIGGER fail_orders BEFORE INSERT ON entities WHEN NEW.kind = 'order' BEGIN SELECT RAISE(ABORT, 'disk full'); END"
-    )
-    with pytest.raises(ToolError):
+    with pytest.raises(UnconfirmedWrite) as exc:
         asyncio.run(r.call("cancel_pending_order", CANCEL, session(key=None)))
+    assert exc.value.details == {"reason": "no_idempotency_key", "tool": "cancel_pending_order"}
+    assert cancels(r) == 0 and store.ledger() == []
     assert r.world.orders[OID].status == "pending" and store.load(RetailWorld.from_entities).orders[OID].status == "pending"
 
 
@@ -194,7 +195,8 @@ def test_precheck_and_execution_refuse_ungrounded_arguments(store: SQLiteWorldSt
     texts = ("change the address of my order", "yes")
     s = session(texts=texts, confirmed=False)
     assert asyncio.run(r.precheck("modify_pending_order_address", ADDRESS, s)) == f"{UNGROUNDED}:address1,city"
-    res = asyncio.run(r.call("modify_pending_order_address", ADDRESS, session(texts=texts)))
+    res = asyncio.run(r.call("modify_pending_order_address", ADDRESS,
+                             session(texts=texts, card=("modify_pending_order_address", ADDRESS))))
     assert not res.observation.ok and res.reason == UNGROUNDED
     assert r.world.orders[OID].address.address1 == "1 Market Street"
     assert store.load(RetailWorld.from_entities).orders[OID].address.address1 == "1 Market Street"
@@ -206,7 +208,8 @@ def test_the_users_own_words_ground_a_new_address(store: SQLiteWorldStore) -> No
     r = runner_over(store)
     texts = ("Please ship it to PO Box 666 in Evil Manor instead", "yes")
     assert asyncio.run(r.precheck("modify_pending_order_address", ADDRESS, session(texts=texts))) is None
-    res = asyncio.run(r.call("modify_pending_order_address", ADDRESS, session(texts=texts)))
+    res = asyncio.run(r.call("modify_pending_order_address", ADDRESS,
+                             session(texts=texts, card=("modify_pending_order_address", ADDRESS))))
     assert res.observation.ok
     assert store.load(RetailWorld.from_entities).orders[OID].address.city == "Evil Manor" == r.world.orders[OID].address.city
 

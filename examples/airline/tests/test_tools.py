@@ -7,6 +7,7 @@ from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
 
 from pipelines.domain import ToolSession
+from pipelines.errors import UnconfirmedWrite
 
 pytestmark = pytest.mark.skipif(not (default_data_dir() / "db.json").is_file(),
                                 reason="tau2-airline data not found (set TANDEM_AIRLINE_DIR)")
@@ -35,9 +36,10 @@ def test_a_business_reservation_is_cancelled_once_after_the_yes_with_refunds(too
                     user_texts=["please cancel 4WQ150, my plans changed"])
     args = {"reservation_id": "4WQ150", "reason": "change_of_plan"}
     assert _run(tools.precheck("cancel_reservation", args, s)) is None
-    unconfirmed = _run(tools.call("cancel_reservation", args, s))
-    assert unconfirmed.reason == "not_confirmed" and tools.world.reservations["4WQ150"].status is None
-    yes = s.model_copy(update={"confirmed": True, "idempotency_key": "k1"})
+    with pytest.raises(UnconfirmedWrite):  # the core's tool port: no write before the user's yes to its card
+        _run(tools.call("cancel_reservation", args, s))
+    assert tools.world.reservations["4WQ150"].status is None
+    yes = s.confirm("cancel_reservation", args, "k1")
     first = _run(tools.call("cancel_reservation", args, yes))
     again = _run(tools.call("cancel_reservation", args, yes))
     assert first.observation.ok and again.replayed
@@ -85,7 +87,7 @@ def test_a_booking_pays_with_certificate_and_card_and_gets_the_next_id(tools):
     assert _run(tools.precheck("book_reservation", stranger, s))== \
         "ungrounded_argument:passengers[].dob,passengers[].first_name,passengers[].last_name"
     seats = tools.world.flights["HAT136"].dates["2024-05-20"].available_seats["economy"]
-    out = _run(tools.call("book_reservation", args, s.model_copy(update={"confirmed": True})))
+    out = _run(tools.call("book_reservation", args, s.confirm("book_reservation", args, "k-book")))
     assert out.observation.ok and out.observation.result["reservation_id"] == "HATHAT"
     assert out.observation.result["created_at"] == "2024-05-15T15:00:00"
     user = tools.world.users["mia_li_3668"]
@@ -114,9 +116,10 @@ def test_the_world_store_keeps_a_confirmed_write(pack, tmp_path):
     store.seed_if_empty(pack.new_world(0))
     tools = pack.tool_runner(store.load(pack.world_from_entities), store)
     assert tools.world.now().isoformat() == "2024-05-15T15:00:00"
-    s = ToolSession(session_id="s", authenticated_user_id="chen_jackson_3290", confirmed=True, idempotency_key="k",
-                    user_texts=["cancel 4WQ150, change of plan"])
-    out = _run(tools.call("cancel_reservation", {"reservation_id": "4WQ150", "reason": "change_of_plan"}, s))
+    args = {"reservation_id": "4WQ150", "reason": "change_of_plan"}
+    s = ToolSession(session_id="s", authenticated_user_id="chen_jackson_3290",
+                    user_texts=["cancel 4WQ150, change of plan"]).confirm("cancel_reservation", args, "k")
+    out = _run(tools.call("cancel_reservation", args, s))
     assert out.observation.ok and out.changed == {"reservation": ["4WQ150"], "user": ["chen_jackson_3290"]}
     again = store.load(pack.world_from_entities)
     assert again.reservations["4WQ150"].status == "cancelled" and len(again.reservations) == 2000

@@ -4,9 +4,12 @@ and every failure a refusal with its reason (the turn goes on)."""
 import asyncio
 import socket
 
+import pytest
+
 from tandem_http_pack.pack import DomainPack
 
 from pipelines.domain import MemoryLedger, ToolSession
+from pipelines.errors import UnconfirmedWrite
 
 
 def _tools(url: str, **options):
@@ -34,10 +37,10 @@ def test_a_record_is_archived_once_after_the_yes(records_service) -> None:
     session = ToolSession(session_id="s", authenticated_user_id="u001", user_texts=[record])
     assert asyncio.run(tools.precheck("archive_record", {"record_id": record}, session)) is None
     assert state.applied == 0  # a precheck reads, it never writes
-    unconfirmed = _call(tools, "archive_record", {"record_id": record}, session.model_copy(
-        update={"idempotency_key": "k0"}))
-    assert not unconfirmed.observation.ok and unconfirmed.reason == "not_confirmed" and state.applied == 0
-    confirmed = session.model_copy(update={"confirmed": True, "idempotency_key": "k1"})
+    with pytest.raises(UnconfirmedWrite):  # Tandem's tool port: never sent before the user's yes to its card
+        _call(tools, "archive_record", {"record_id": record}, session.model_copy(update={"idempotency_key": "k0"}))
+    assert state.applied == 0 and not state.answered
+    confirmed = session.confirm("archive_record", {"record_id": record}, "k1")
     first = _call(tools, "archive_record", {"record_id": record}, confirmed)
     again = _call(tools, "archive_record", {"record_id": record}, confirmed)
     assert first.observation.ok and first.observation.result["status"] == "archived"

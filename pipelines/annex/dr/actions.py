@@ -20,7 +20,7 @@ from pipelines.annex.dr.inputs import OrchestratorInput
 from pipelines.core.contract import EligibleAction, ObservationRecord, PendingCard
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Emit, Outcome
-from pipelines.core.ports import UNGROUNDED, ToolCallResult, write_key
+from pipelines.core.ports import UNGROUNDED, ConfirmedCard, ToolCallResult, call_digest, write_key
 from pipelines.errors import ToolError, ToolTimeout
 from pipelines.guardrails.ids import walk_strings
 from pipelines.guardrails.mid import check_args, check_consistency, check_placeholders
@@ -50,7 +50,7 @@ class LoopHost(Protocol):
 
     async def run_tool(self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
                        confirmed: bool = False, idempotency_key: str | None = None,
-                       ) -> tuple[ToolCallResult, ObservationRecord]: ...
+                       card: ConfirmedCard | None = None) -> tuple[ToolCallResult, ObservationRecord]: ...
 
     def candidates(self, inp: OrchestratorInput) -> list[str]: ...
 
@@ -92,9 +92,10 @@ class ActionHandler:
             self.o.mid_block(emit, 0, v)
             raise Stop(fallback("inconsistent_observation", f"{v.kind}: {v.detail}"))
         key = write_key(inp.session_id, pending.card_id, pending.turn_id)
+        card = ConfirmedCard(tool=pending.tool, digest=pending.digest)  # the port runs only the call shown
         try:
             result, record = await self.o.run_tool(inp, emit, 0, pending.tool, pending.args, confirmed=True,
-                                                   idempotency_key=key)
+                                                   idempotency_key=key, card=card)
         except Stop as stop:
             # The write may or may not have run: asking again under the same key returns the recorded
             # outcome (or runs it once if it never ran), never a second execution.
@@ -103,7 +104,7 @@ class ActionHandler:
             emit("dr.write_retry", card_id=pending.card_id, trigger=stop.fallback.trigger)
             try:
                 result, record = await self.o.run_tool(inp, emit, 0, pending.tool, pending.args, confirmed=True,
-                                                       idempotency_key=key)
+                                                       idempotency_key=key, card=card)
             except Stop as again:
                 inp.facts.pending_action = pending  # a later "yes" asks the ledger again under the same key
                 if again.fallback.trigger not in ("tool_timeout", "tool_error") or _rolled_back(again):
@@ -174,6 +175,7 @@ class ActionHandler:
         inp.facts.pending_action = PendingCard(
             card_id=card.id, title=card.title, tool=card.tool, args=args,
             digests={p: inp.vault.digest(p) or "" for p in sorted(pids)}, turn_id=inp.turn_id,
+            digest=call_digest(card.tool, inp.vault.resolve(args)),
         )
         return Outcome(path="action_card", card_id=card.id, card_title=card.title, card_params=args)
 

@@ -46,3 +46,4 @@ class OrchestratorInput:
     blocked: bool = False
     block_rules: list[str] = field(default_factory=list)
     user_texts: list[str] = field(default_factory=list)  # the session's user texts (redacted), for grounding
+    fence: int | None = None  # the turn's lease token (TurnContext.fence): the write ledger refuses a stale one

@@ -34,9 +34,9 @@ from pipelines.core.epilogue import settle
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.loop import run_steps
 from pipelines.core.outcome import Emit, Outcome
-from pipelines.core.ports import ToolCallResult, ToolRunner
+from pipelines.core.ports import ConfirmedCard, ToolCallResult, ToolRunner
 from pipelines.counters import Counters
-from pipelines.errors import ToolError, ToolTimeout
+from pipelines.errors import ToolError, ToolTimeout, UnconfirmedWrite
 from pipelines.grounding import CandidateSet, constrain_args
 from pipelines.guardrails.ids import extract_ids
 from pipelines.guardrails.mid import (
@@ -92,12 +92,14 @@ class Orchestrator:
 
     async def run_tool(
         self, inp: OrchestratorInput, emit: Emit, step: int, name: str, args: dict[str, Any], *,
-        confirmed: bool = False, idempotency_key: str | None = None,
+        confirmed: bool = False, idempotency_key: str | None = None, card: ConfirmedCard | None = None,
     ) -> tuple[ToolCallResult, ObservationRecord]:
-        """Resolve placeholders, run one tool, fold the result into the facts; raises :class:`Stop`."""
+        """Resolve placeholders, run one tool, fold the result into the facts; raises :class:`Stop`
+        (a write the tool port refuses unconfirmed: ``no_eligible_action``)."""
         session = inp.facts.tool_session(inp.session_id, confirmed=confirmed, locale=inp.locale,
                                          idempotency_key=idempotency_key,
-                                         user_texts=[inp.vault.restore(t) for t in inp.user_texts])
+                                         user_texts=[inp.vault.restore(t) for t in inp.user_texts],
+                                         card=card, fence=inp.fence)
         timeout = self.settings.tool_timeout_s
         with tool_span(name, args, step=step, confirmed=confirmed) as span:  # args carry placeholders
             try:
@@ -105,6 +107,9 @@ class Orchestrator:
                     result = await self.tools.call(name, inp.vault.resolve(args), session)
             except (ToolTimeout, TimeoutError) as exc:
                 raise Stop(fallback("tool_timeout", name)) from exc
+            except UnconfirmedWrite as exc:  # the port refused it before the pack ran: known, not lost
+                self.counters.blocked("unconfirmed_write")
+                raise Stop(fallback("no_eligible_action", f"{name}: {exc.details.get('reason', exc.code)}")) from exc
             except ToolError as exc:
                 raise Stop(fallback("tool_error", f"{name}: {exc.code}")) from exc
             obs = result.observation

@@ -120,7 +120,7 @@ class DRPipeline:
             locale=ctx.request.locale, history=list(zip(pre.history[-len(turns):] if turns else [], replies, strict=True)),
             pending=pending, confirmation=pre.confirmation, route=pre.route, route_rule=pre.route_rule,
             blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
-            user_texts=[*pre.history, pre.text],
+            user_texts=[*pre.history, pre.text], fence=ctx.fence,
         )
         with st.timed("orchestrate"), stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
             outcome = await self.orchestrator.run(inp, st.emit)

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.core.contract import PendingCard
-from pipelines.core.ports import ToolCallResult, ToolSession
+from pipelines.core.ports import ConfirmedCard, ToolCallResult, ToolSession
 from pipelines.errors import IneligibleAction, TandemError
 from pipelines.guardrails.ids import extract_ids, walk_strings
 from pipelines.guardrails.pre import normalize_reply
@@ -67,6 +67,7 @@ class SessionFacts(BaseModel):
     def tool_session(
         self, session_id: str, *, confirmed: bool = False, locale: str = "en",
         idempotency_key: str | None = None, user_texts: list[str] | None = None,
+        card: ConfirmedCard | None = None, fence: int | None = None,
     ) -> ToolSession:
         """The facts a tool call may rely on (``user_texts``: the session's user texts, values restored)."""
         return ToolSession(
@@ -77,6 +78,8 @@ class SessionFacts(BaseModel):
             locale=locale,
             idempotency_key=idempotency_key,
             user_texts=list(user_texts or []),
+            card=card,
+            fence=fence,
         )
 
     def add_ids(self, field: str, ids: set[str] | list[str]) -> None:
