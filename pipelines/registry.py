@@ -22,11 +22,12 @@ sgc_full
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.core.modelrecord import RecordingModels
 from pipelines.tandem.settings import TandemSettings
 
 __all__ = [
@@ -184,5 +185,8 @@ def kind_record(kind: str) -> KindRecord:
 
 
 def build_pipeline(settings: Any, parts: Parts) -> Any:
-    """The pipeline object for ``settings`` (its ``kind`` picks the record)."""
+    """The pipeline object for ``settings`` (its ``kind`` picks the record); its model calls are logged in each
+    turn's event log (``model.call``: :class:`~pipelines.core.modelrecord.RecordingModels`)."""
+    if not isinstance(parts.models, RecordingModels):
+        parts = replace(parts, models=RecordingModels(parts.models))
     return kind_record(settings.kind).build(settings, parts)

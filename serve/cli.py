@@ -11,6 +11,7 @@
     tandem sweep CONFIG --set KEY=V1,V2 ...   one load test per serving-config grid point
     tandem replay SESSION          re-run a session's logged decisions and check they are identical
     tandem explain SESSION [TURN]  one turn's story: text, decisions, contract, guards, delivery, waterfall
+    tandem whatif --from RUN ...   re-decide logged sessions under a changed table, pack or model: what changes
     tandem eval ARGS...            pipelines over the tau2 / flows / coach suites: table, ratios, CDF
     tandem domain list|new|check   the installed domain packs, a new one, the conformance suite
 """
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("load", help="bounded load test of the turn API over HTTP/SSE and gRPC (tandem load --help)")
     sub.add_parser("replay", help="re-run a session's logged decisions and check they are identical")
     sub.add_parser("explain", help="one turn's story from its events and spans (tandem explain --help)")
+    sub.add_parser("whatif", help="re-decide logged sessions under a candidate change (tandem whatif --help)")
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
     sub.add_parser("eval", help="pipelines over the evaluation suites: table, ratios, CDF (tandem eval --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
@@ -181,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
-    # load / sweep / replay / k8s / eval own their whole argument list (argparse's REMAINDER refuses a leading --flag).
+    # load / sweep / replay / whatif / k8s / eval own their whole argument list (argparse's REMAINDER refuses a leading --flag).
     if argv and argv[0] == "k8s":
         from serve.k8s.cli import main as k8s_main
 
@@ -198,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.explain import main as explain_main
 
         return int(explain_main(argv[1:]) or 0)
+    if argv and argv[0] == "whatif":
+        from serve.whatif import main as whatif_main
+
+        return int(whatif_main(argv[1:]) or 0)
     if argv and argv[0] == "sweep":
         from serve.sweep import main as sweep_main
 

@@ -3,12 +3,13 @@
 ::
 
     pre-guard    limits (typed errors, raised), injection, safety / human routes, confirmation,
-                 PII redaction — in a GUARDRAIL span; counted (guard pre.pass|block|route, blocked
+                 PII redaction — in a GUARDRAIL span; counted (guard pre.pass|block|ask|route, blocked
                  by kind) and logged as ``<prefix>.pre_guard``
     vault        the session's placeholders (what the models see) ↔ values (what tools use)
     emit         every event of the turn: the turn id and pipeline added, placeholders kept, personal
                  fields masked (names, address lines, city, zip, card digits, email) — nothing of it
-                 reaches the event log in the clear
+                 reaches the event log in the clear; the turn's model calls are logged through it too
+                 (``model.call``, :mod:`pipelines.core.modelrecord`)
     rules        ``ctx.rules_version`` is the guardrail table's version (a family may add its own)
 
 Every pipeline family starts its turn here (:func:`open_turn`) and carries the returned
@@ -27,6 +28,7 @@ from pipelines.spans import guard_span
 from pipelines.telemetry import annotate
 from pipelines.turn import TurnContext
 
+from .modelrecord import bind_turn
 from .outcome import Emit
 from .ports import Guardrails
 from .state import TurnState
@@ -47,9 +49,9 @@ def emitter(ctx: TurnContext, pipeline: str, vault: Vault | None = None) -> Emit
     return emit
 
 
-def pre_decision(blocked: bool, route: str | None) -> str:
-    """The pre-guard's decision as counted and traced: ``block``, ``route`` or ``pass``."""
-    return "block" if blocked else "route" if route else "pass"
+def pre_decision(blocked: bool, route: str | None, ask: bool = False) -> str:
+    """The pre-guard's decision as counted and traced: ``block``, ``route``, ``ask`` or ``pass``."""
+    return "block" if blocked else "route" if route else "ask" if ask else "pass"
 
 
 async def open_turn(ctx: TurnContext, guardrails: Guardrails, counters: Counters, *, pipeline: str,
@@ -63,13 +65,14 @@ async def open_turn(ctx: TurnContext, guardrails: Guardrails, counters: Counters
     t0 = clock()
     with guard_span("pre", turn_id=ctx.turn_id) as guard:
         pre = await guardrails.pre(ctx.request.text, [t.user_text for t in ctx.history])
-        guard.decision(pre_decision(pre.blocked, pre.route), kinds=[h.rule_id for h in pre.hits], output=pre.text)
+        guard.decision(pre_decision(pre.blocked, pre.route, pre.decision == "ask"), kinds=[h.rule_id for h in pre.hits], output=pre.text)
     annotate(input=pre.text)  # the turn span: the user's text as the event log has it (redacted)
     vault = Vault.from_entries(pre.vault)
     emit = emitter(ctx, pipeline, vault)
+    bind_turn(emit)  # the turn's model calls are logged through the same emitter (pipelines.core.modelrecord)
 
-    counters.guard("pre", pre_decision(pre.blocked, pre.route))
-    for hit in pre.hits:
+    counters.guard("pre", pre_decision(pre.blocked, pre.route, pre.decision == "ask"))
+    for hit in pre.hits if pre.blocked else ():  # the hits of a refused turn (an ask refuses nothing)
         if hit.action == "block":
             counters.blocked(hit.kind)
     emit(f"{prefix}.pre_guard", **pre.summary())
