@@ -29,6 +29,7 @@ __all__ = [
     "DensityRule",
     "SafetyTopic",
     "LearnedConfig",
+    "DecisionConfig",
     "PostConfig",
     "CanaryConfig",
     "canary_token",
@@ -68,6 +69,8 @@ class PatternRule(_Config):
     kind: Literal["injection", "jailbreak"]
     pattern: str
     action: Literal["block", "flag"] = "block"
+    sure: bool = Field(False, description="A hit refuses on its own, in the customer's words or in what they "
+                       "quote: a shape no customer message carries (chat-template tokens, a forged decision).")
 
     @field_validator("pattern")
     @classmethod
@@ -135,6 +138,36 @@ class LearnedConfig(_Config):
         return v
 
 
+class DecisionConfig(_Config):
+    """How the layers' evidence becomes the pre-guard's decision: ``block`` (refuse), ``ask`` or ``pass``.
+
+    Evidence is *strong* when the rules and the learned layer agree, when the learned layer alone scores
+    at least ``refuse_score``, or when a rule or model fires on what the text decodes to (``sure_views``:
+    a customer does not send instructions in base64); *thin* when one layer fires. The customer's own
+    words are judged apart from the material they quote (``quoted``; see ``pipelines/guardrails/quoted.py``)::
+
+        a hit of a rule marked ``sure``, anywhere                           -> block
+        strong evidence in the customer's own words                        -> block
+        thin evidence in their own words                                   -> ask
+        strong evidence in quoted material only                            -> ask
+        thin evidence in quoted material, own words scoring >= lean_score  -> ask
+        anything else                                                      -> pass
+
+    ``ask: false`` turns every ``ask`` into ``block`` (the guard as it was: either layer refuses).
+    """
+
+    quoted: bool = Field(True, description="Judge quoted material (quotations, quoted lines, a forwarded "
+                         "message) apart from the customer's own words.")
+    ask: bool = Field(True, description="Thin evidence asks the customer instead of refusing.")
+    refuse_score: float = Field(0.9, gt=0.0, le=1.0, description="The learned layer alone refuses at this score.")
+    lean_score: float = Field(0.45, ge=0.0, le=1.0, description="Own words scoring this make thin evidence in "
+                              "quoted material an ask (below it, quoted material alone passes).")
+    sure_views: tuple[str, ...] = Field(("base64", "hex", "tags"), description="Views whose hits are strong.")
+    ask_own: str = Field(..., min_length=1, description="The question when the customer's own words read like "
+                         "instructions to the assistant.")
+    ask_quoted: str = Field(..., min_length=1, description="The question when quoted material does.")
+
+
 DEFAULT_CANARY = "tdm-cnry-4e9b71c2d8"
 
 
@@ -174,6 +207,8 @@ class GuardrailConfig(_Config):
     injection: tuple[PatternRule, ...] = ()
     density: tuple[DensityRule, ...] = ()
     classifier: LearnedConfig | None = Field(None, description="The learned layer; absent: rules only.")
+    decision: DecisionConfig | None = Field(None, description="How evidence becomes block / ask / pass; "
+                                            "absent: any blocking hit refuses.")
     safety: tuple[SafetyTopic, ...] = ()
     human_request: tuple[str, ...] = ()
     affirmatives: tuple[str, ...] = Field(..., min_length=1)

@@ -20,3 +20,5 @@ class ClassifierHit(BaseModel):
     score: float = Field(1.0, ge=0.0, le=1.0)
     view: str = Field("text", description="The view it fired on: text, base64, hex, tags, rot13, leet, spaced.")
     layer: Literal["rules", "classifier"] = Field("rules", description="Which layer of the pre-guard fired.")
+    sure: bool = Field(False, description="A rule marked sure: its hit refuses on its own, wherever it is.")
+    quoted: bool = Field(False, description="It fired only on material the customer quotes, not on their own words.")

@@ -6,7 +6,9 @@ Order of checks (each one deterministic)::
     normalise (NFKC, zero-width chars)  -> the text every later check and model sees
     views (see .normalize)              -> the skeleton (homoglyphs folded, accents stripped, casefolded)
                                            and what the text decodes to (base64, hex, tags, rot13, leet)
-    classifiers (rule table, + models)  -> on every view; hits: block (fallback) or flag (logged only)
+    classifiers (rule table, + models)  -> on every view; hits: block (evidence) or flag (logged only)
+    decision (the table's ``decision``) -> block / ask / pass from the evidence, the customer's own words
+                                           judged apart from the material they quote (see below)
     safety topics                       -> route "safety_sensitive" (a person handles it)
     explicit request for a person       -> route "user_requested_human"
     PII redaction with the session vault -> redacted text and history, vault entries
@@ -21,24 +23,33 @@ always runs; the table's ``classifier`` section adds the learned layer
 (:class:`~pipelines.guardrails.learned.LearnedClassifier`) beside it. Either may block; each hit
 names its layer (``rules`` or ``classifier``). A classifier with a ``views`` attribute reads only
 those views.
+
+The decision (:class:`~pipelines.guardrails.config.DecisionConfig`) reads intent, not words: hits in
+the customer's own words refuse only when the layers agree (or the learned layer is very sure, or the
+hit is in what the text decodes to); one layer alone asks ("Did you mean ...?", ``decision="ask"``
+with the table's ``question``); material the customer quotes — a quotation, quoted lines, a
+forwarded message (:mod:`.quoted`) — is judged apart, so a gift message or a phishing e-mail the
+customer asks about does not refuse them. A table without ``decision`` refuses on any blocking hit.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.errors import InvalidInput, PayloadTooLarge
 
-from .config import GuardrailConfig
+from .config import DecisionConfig, GuardrailConfig
 from .hits import ClassifierHit
 from .ids import normalize_text
-from .normalize import views
+from .normalize import skeleton, views
 from .pii import Vault
+from .quoted import split_quoted
 
 __all__ = [
     "ClassifierHit",
@@ -46,7 +57,10 @@ __all__ = [
     "RuleClassifier",
     "PreGuardResult",
     "PreGuard",
+    "Evidence",
+    "decide",
     "Route",
+    "Decision",
     "Confirmation",
     "normalize_reply",
     "confirmation_of",
@@ -56,6 +70,7 @@ __all__ = [
 ]
 
 Route = Literal["user_requested_human", "safety_sensitive"]
+Decision = Literal["pass", "ask", "block"]
 Confirmation = Literal["affirmative", "negative"]
 _PUNCT = re.compile(r"[^\w\s]")
 
@@ -119,7 +134,7 @@ class RuleClassifier:
     def match(self, text: str) -> list[ClassifierHit]:
         """:meth:`classify`, synchronously: pattern rules, then density rules."""
         hits = [
-            ClassifierHit(rule_id=rule.id, kind=rule.kind, action=rule.action)
+            ClassifierHit(rule_id=rule.id, kind=rule.kind, action=rule.action, sure=rule.sure)
             for rule, rx in self.config.compiled["injection"]
             if rx.search(text)
         ]
@@ -173,7 +188,9 @@ class PreGuardResult(BaseModel):
     confirmation: Confirmation | None = Field(None, description="The whole text is an explicit yes / no.")
     route: Route | None = None
     route_rule: str | None = None
-    blocked: bool = False
+    blocked: bool = Field(False, description="Refused: the decision is ``block``.")
+    decision: Decision = Field("pass", description="block (refuse), ask (a question instead of a refusal) or pass.")
+    question: str | None = Field(None, description="What to ask the customer when the decision is ``ask``.")
     hits: list[ClassifierHit] = Field(default_factory=list)
     pii_found: list[str] = Field(default_factory=list, description="Placeholders found in this turn's text.")
     rules_version: str = ""
@@ -185,6 +202,7 @@ class PreGuardResult(BaseModel):
             "route": self.route,
             "route_rule": self.route_rule,
             "blocked": self.blocked,
+            "decision": self.decision,
             "hits": [h.model_dump() for h in self.hits],
             "pii_found": self.pii_found,
             "rules_version": self.rules_version,
@@ -209,17 +227,70 @@ def _check_limits(text: str, config: GuardrailConfig) -> None:
         raise InvalidInput("text holds too many control characters", details={"count": controls})
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What the pre-guard's layers found in one text: the blocking hits of the rules (and of any plug-in
+    classifier), and the learned layer's score on each view it reads (empty when it does not block)."""
+
+    hits: tuple[ClassifierHit, ...] = ()
+    learned: Mapping[str, float] = field(default_factory=dict)
+
+    def learned_fires(self, threshold: float) -> bool:
+        return any(p >= threshold for p in self.learned.values())
+
+    def any(self, threshold: float) -> bool:
+        """Some layer fired (thin evidence at least)."""
+        return bool(self.hits) or self.learned_fires(threshold)
+
+    def strong(self, dc: DecisionConfig, threshold: float) -> bool:
+        """Evidence that refuses on its own: two layers agree, the learned layer (or a plug-in model) is very
+        sure, or something fired on what the text decodes to."""
+        learned = self.learned_fires(threshold)
+        layers = {h.layer for h in self.hits} | ({"classifier"} if learned else set())
+        return (layers >= {"rules", "classifier"}
+                or any(h.sure for h in self.hits)
+                or any(p >= dc.refuse_score for p in self.learned.values())
+                or any(h.layer == "classifier" and h.score >= dc.refuse_score for h in self.hits)
+                or any(h.view in dc.sure_views for h in self.hits)
+                or any(p >= threshold for v, p in self.learned.items() if v in dc.sure_views))
+
+
+def decide(own: Evidence, whole: Evidence | None, dc: DecisionConfig | None,
+           threshold: float) -> tuple[Decision, str | None]:
+    """The decision from the evidence in the customer's own words (``own``) and in the whole message
+    (``whole``; ``None`` when nothing is quoted), with the learned layer firing at ``threshold``.
+    Returns the decision and, when it asks, the question (see :class:`DecisionConfig`)."""
+    quoted = whole if whole is not None else Evidence()
+    if not own.any(threshold) and not quoted.any(threshold):
+        return "pass", None
+    if dc is None or any(h.sure for h in (*own.hits, *quoted.hits)):
+        return "block", None
+    decision: Decision
+    question: str | None
+    if own.any(threshold):
+        decision, question = ("block", None) if own.strong(dc, threshold) else ("ask", dc.ask_own)
+    elif quoted.strong(dc, threshold) or own.learned.get("text", 0.0) >= dc.lean_score:
+        decision, question = "ask", dc.ask_quoted
+    else:
+        decision, question = "pass", None
+    if decision == "ask" and not dc.ask:
+        decision, question = "block", None
+    return decision, question
+
+
 class PreGuard:
     """Runs the pre-guard for one turn; pure apart from the awaited classifiers."""
 
     def __init__(self, config: GuardrailConfig, classifiers: Sequence[Classifier] = ()) -> None:
         self.config = config
         learned: list[Classifier] = []
+        self.learned = None
         if config.classifier is not None and config.classifier.enabled:
             from .learned import LearnedClassifier
 
             c = config.classifier
-            learned.append(LearnedClassifier(c.artifact, c.threshold, c.action, c.views))
+            self.learned = LearnedClassifier(c.artifact, c.threshold, c.action, c.views)
+            learned.append(self.learned)
         self.classifiers: list[Classifier] = [RuleClassifier(config), *learned, *classifiers]
 
     def route_for(self, text: str) -> tuple[Route | None, str | None]:
@@ -232,6 +303,44 @@ class PreGuard:
                 return "user_requested_human", f"human_request.{i}"
         return None, None
 
+    async def evidence(self, text: str) -> tuple[Evidence, Evidence | None, list[ClassifierHit]]:
+        """What the layers find in ``text``: in the customer's own words, in the whole message when it
+        quotes material (``None`` when it quotes nothing, or the table does not judge quotes apart), and
+        every hit of the whole message (flag hits too; those found only in quoted material marked)."""
+        whole, hits = await self._evidence(views(text))
+        dc = self.config.decision
+        if not whole.hits and not whole.learned_fires(self._threshold()):
+            return whole, None, hits
+        own_text = split_quoted(text).own if dc is not None and dc.quoted else text
+        if own_text == text:
+            return whole, None, hits
+        own, own_hits = await self._evidence(views(own_text))
+        ids = {h.rule_id for h in own_hits}
+        return own, whole, [h if h.rule_id in ids else h.model_copy(update={"quoted": True}) for h in hits]
+
+    def _threshold(self) -> float:
+        return self.learned.threshold if self.learned is not None else 1.0
+
+    async def _evidence(self, seen: list[tuple[str, str]]) -> tuple[Evidence, list[ClassifierHit]]:
+        hits: list[ClassifierHit] = []
+        learned: dict[str, float] = {}
+        for clf in self.classifiers:
+            only = getattr(clf, "views", None)
+            for name, view in seen:
+                if only is not None and name not in only:
+                    continue
+                if clf is self.learned:
+                    score = self.learned.model.score(view)
+                    learned[name] = max(score, learned.get(name, 0.0))
+                    if score >= self.learned.threshold:
+                        _merge(hits, [ClassifierHit(rule_id="clf.linear", kind="injection", action=self.learned.action,
+                                                    score=round(score, 6), layer="classifier")], name)
+                else:
+                    _merge(hits, await clf.classify(view), name)
+        counts = self.learned is not None and self.learned.action == "block"
+        return Evidence(hits=tuple(h for h in hits if h.action == "block" and h.rule_id != "clf.linear"),
+                        learned=learned if counts else {}), hits
+
     async def check(self, text: str, history: Sequence[str] = ()) -> PreGuardResult:
         """Check one user text (raises typed errors for limit and encoding violations).
 
@@ -240,14 +349,9 @@ class PreGuard:
         """
         _check_limits(text, self.config)
         clean = normalize_text(text).strip()
-        hits: list[ClassifierHit] = []
-        seen = views(text)
-        for clf in self.classifiers:
-            only = getattr(clf, "views", None)
-            for name, view in seen:
-                if only is None or name in only:
-                    _merge(hits, await clf.classify(view), name)
-        route, rule = self.route_for(seen[0][1])
+        own, whole, hits = await self.evidence(text)
+        decision, question = decide(own, whole, self.config.decision, self._threshold())
+        route, rule = self.route_for(skeleton(text))
         vault = Vault(self.config.pii_kinds)
         red_history = [vault.redact(normalize_text(h)) for h in history]
         before = set(vault.ids())
@@ -260,7 +364,9 @@ class PreGuard:
             confirmation=confirmation_of(clean, self.config),
             route=route,
             route_rule=rule,
-            blocked=any(h.action == "block" for h in hits),
+            blocked=decision == "block",
+            decision=decision,
+            question=question,
             hits=hits,
             pii_found=found,
             rules_version=self.config.version,

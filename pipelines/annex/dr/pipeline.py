@@ -119,7 +119,8 @@ class DRPipeline:
             session_id=ctx.session_id, turn_id=ctx.turn_id, user_text=pre.text, facts=facts, vault=vault,
             locale=ctx.request.locale, history=list(zip(pre.history[-len(turns):] if turns else [], replies, strict=True)),
             pending=pending, confirmation=pre.confirmation, route=pre.route, route_rule=pre.route_rule,
-            blocked=pre.blocked, block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
+            # this rung has no ask route: a pre-guard "ask" refuses here, as every blocking hit did before
+            blocked=pre.blocked or pre.decision == "ask", block_rules=[h.rule_id for h in pre.hits if h.action == "block"],
             user_texts=[*pre.history, pre.text], fence=ctx.fence,
         )
         with st.timed("orchestrate"), stage_span("orchestrate", role="orchestrator", turn_id=ctx.turn_id) as span:
