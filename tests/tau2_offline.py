@@ -110,7 +110,7 @@ def _settings() -> TandemSettings:
 
 def play_task(pack_name: str, task: Mapping[str, Any], db: Mapping[str, Any], db_path: Path, *,
               user_kind: str = "instructed", perception: str = "oracle", max_turns: int = 30,
-              verbose: bool = False) -> dict[str, Any]:
+              verbose: bool | str = False) -> dict[str, Any]:
     """One task played in process (see module docstring); its record as ``tandem eval`` keeps it."""
     from serve.eval.tau2_db import db_check
 
@@ -155,6 +155,12 @@ def play_task(pack_name: str, task: Mapping[str, Any], db: Mapping[str, Any], db
         log.append({"user": text, "assistant": seen.text, "cards": shown, "rule": reply.rule})
         if verbose:
             print(f"  U: {text}\n  A: {seen.text}" + (f"  CARD {shown}" if shown else ""), flush=True)
+            if verbose == "events":
+                for kind, f in sink.events[start:]:
+                    if kind in ("tandem.phi", "tandem.tool", "tandem.ask", "tandem.guard", "tandem.step", "tandem.precheck"):
+                        keep = {k: f.get(k) for k in ("tools", "then", "tool", "args", "ok", "step", "picked",
+                                                      "violation", "detail", "decision", "about", "reason") if k in f}
+                        print(f"     · {kind} {json.dumps(keep, default=str)[:300]}")
         text = reply.text
 
     def live(kind: str, key: str) -> dict[str, Any] | None:
@@ -186,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: every task of the half)")
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--verbose", action="store_true")
+    p.add_argument("--events", action="store_true", help="with --verbose: the turn's Φ, tool and guard events")
     p.add_argument("--out", type=Path, default=None, help="write the records as JSON lines here")
     ns = p.parse_args(argv)
     db_path = ns.tau2_dir / "db.json"
@@ -198,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     for t in tasks:
         if ns.verbose:
             print(f"# task {t['id']}", flush=True)
-        rec = play_task(ns.domain, t, db, db_path, user_kind=ns.user, perception=ns.perception, verbose=ns.verbose)
+        rec = play_task(ns.domain, t, db, db_path, user_kind=ns.user, perception=ns.perception,
+                        verbose="events" if ns.events else ns.verbose)
         records.append(rec)
         print(f"task {rec['task_id']:>4} passed={rec['passed']!s:5} ended={rec['ended']:10} "
               f"matched={rec['actions_matched']}/{rec['actions_expected']} refused={rec['cards_refused']} "

@@ -7,7 +7,7 @@ written ``123-45-6789`` / ``123 45 6789``, or nine digits after "SSN");
 ``PHONE`` (numbers of any region that ``phonenumbers`` finds valid, written
 with a leading ``+`` or with separators, so bare 10-digit item ids are not
 phones) and ``ADDRESS`` (a street number, one to three words and a street
-suffix). :meth:`Vault.redact` replaces each value by
+suffix; a second line right after it — suite, apartment, unit — is a value of its own). :meth:`Vault.redact` replaces each value by
 a placeholder numbered per kind in order of first appearance (the same value
 always gets the same placeholder), so re-redacting a session's texts in order
 rebuilds the same vault on every turn without storing the values anywhere.
@@ -57,11 +57,10 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         r"|(?<=\bssn)[\s:#]{0,3}(?!000|666|9\d\d)\d{9}(?!\w)",
         re.IGNORECASE,
     ),
-    "ADDRESS": re.compile(
-        rf"\b\d{{1,6}}\s+(?:[A-Za-z0-9'.-]+\s+){{0,3}}{_STREET}\b\.?(?:\s*(?:apt|suite|unit|#)\s*[\w-]+)?",
-        re.IGNORECASE,
-    ),
+    "ADDRESS": re.compile(rf"\b\d{{1,6}}\s+(?:[A-Za-z0-9'.-]+\s+){{0,3}}{_STREET}\b\.?", re.IGNORECASE),
 }
+#: An address's second line right after its street line ("…Drive, Suite 394", "…Street Apt 5"): a value of its own.
+_UNIT = re.compile(r"\s*,?\s*((?:apt|apartment|suite|ste|unit|floor|fl|#)\.?\s*#?\s*[\w-]*\d[\w-]*)\b", re.IGNORECASE)
 
 
 _PHONE_SEPARATOR = re.compile(r"[\s().-]")
@@ -147,7 +146,19 @@ def _spans(kind: str, text: str) -> Iterator[tuple[int, int]]:
         return _phones(text)
     if kind == "IBAN":
         return _ibans(text)
+    if kind == "ADDRESS":
+        return _addresses(text)
     return ((m.start(), m.end()) for m in _PATTERNS[kind].finditer(text))
+
+
+def _addresses(text: str) -> Iterator[tuple[int, int]]:
+    """Street lines, each followed by its second line (suite, apartment, unit) as a span of its own: the two
+    lines stay two values, as an address form keeps them."""
+    for m in _PATTERNS["ADDRESS"].finditer(text):
+        yield m.start(), m.end()
+        unit = _UNIT.match(text, m.end())
+        if unit:
+            yield unit.start(1), unit.end(1)
 
 
 def _key(kind: str, value: str) -> tuple[str, str]:

@@ -6,8 +6,9 @@ never offered again, every card read back in full. Pack-neutral: the pack's opti
     find_record      a change that names none of the user's several records (Φ's ``choose``): read what each
                      holds (``record_reads``, at most eight), keep the ones that fit what the user described and
                      what the intent can change (``pick_records``); one → it is the record in question
-                     (``select_record``) and Φ goes on with it; several → the user chooses among them, each
-                     described in words (``describe_records``)
+                     (``select_record``) and Φ goes on with it; several the user asked for all of
+                     (``asks_for_all``: "all my pending orders") → the first, the others after its write;
+                     several → the user chooses among them, each described in words (``describe_records``)
     vary_question    a clarify whose question the session asked before, word for word (and the user answered):
                      asked with the user's own options instead (``choices``, after ``choice_reads``); that
                      question asked before too, or no options to offer → handed over (``no_progress``)
@@ -59,12 +60,13 @@ def declined_before(declined: Sequence[str], card_id: str, args: Mapping[str, An
     return signature(card_id, args) in list(declined)
 
 
-def declined_of(history: Sequence[Any]) -> list[str]:
-    """The cards the user said no to so far (the last recorded turn's ``meta.tandem.declined``)."""
+def declined_of(history: Sequence[Any], key: str = "declined") -> list[str]:
+    """The cards the user said no to so far (the last recorded turn's ``meta.tandem.declined``; ``key="done"``:
+    the writes done)."""
     for turn in reversed(history):
         m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
-        if isinstance(m, dict) and isinstance(m.get("declined"), list):
-            return [str(x) for x in m["declined"]]
+        if isinstance(m, dict) and isinstance(m.get(key), list):
+            return [str(x) for x in m[key]]
     return []
 
 
@@ -103,8 +105,9 @@ async def find_record(st: TandemState, domain: Domain) -> tuple[str | None, list
     ran = await run_reads(st, domain.record_reads(facts), limit=MAX_RECORD_READS)
     picked = domain.pick_records(str(st.intent), options, facts)
     st.emit("tandem.ask", step="find_record", options=len(options), reads=ran, picked=list(picked))
-    if len(picked) == 1:
-        domain.select_record(picked[0], facts)
+    every = len(picked) > 1 and domain.asks_for_all(facts)  # "all my pending orders": one card each, in turn
+    if len(picked) == 1 or every:
+        domain.select_record(picked[0], facts, then=picked[1:] if every else ())
         st.counters.dispatch("record_found")
         outcome = await _phi_again(st, domain)
         then = outcome.then if outcome.hit else None

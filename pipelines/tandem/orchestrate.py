@@ -103,6 +103,7 @@ class Orchestrator:
         self.caller, self.vault, self.counters, self.emit, self.turn_id = caller, vault, counters, emit, turn_id
         self.change_given = False  # the request's own labels (oracle perception) name a change: it was asked
         self.declined: list[str] = []  # the cards the user said no to (signatures): never shown again
+        self.done: list[str] = []  # the writes done this session (signatures): never offered again
 
     def _block(self, step: int, kind: str, detail: str) -> None:
         self.counters.guard("mid", "block")
@@ -214,6 +215,10 @@ class Orchestrator:
         if declined_before(self.declined, card.id, args):  # the user said no to this very card: never again
             self._block(step, "declined_card", card.id)
             return declined_outcome(self.domain)
+        if declined_before(self.done, card.id, args):  # done already this session: never offered again
+            self._block(step, "done_card", card.id)
+            return Outcome(path="clarify", clarify_question=self.domain.texts.question("already_done"),
+                           clarify_about="already_done")
         kind = self.domain.entity_kind
         entity = args.get(kind) if kind else None
         options = offer.select_ids

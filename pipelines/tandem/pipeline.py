@@ -92,7 +92,8 @@ class TandemPipeline:
         quiet(tables)
         st.phi = quiet(asyncio.ensure_future(_phi(tables)))  # what W1's labels wait for
         st.meta = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": self.domain.name,
-                   "declined": declined_of(ctx.history), "asked": asked_of(ctx.history)}
+                   "declined": declined_of(ctx.history), "asked": asked_of(ctx.history),
+                   "done": declined_of(ctx.history, "done")}
         try:
             async for event in self._turn(st, state):
                 yield event
@@ -121,7 +122,7 @@ class TandemPipeline:
                                counters=self.counters, emit=st.emit, fence=st.ctx.fence)
         st.orch = Orchestrator(d, self.models, s, facts=facts, caller=st.caller, vault=st.vault,
                                counters=self.counters, emit=st.emit, turn_id=st.turn_id)
-        st.orch.declined = st.meta["declined"]
+        st.orch.declined, st.orch.done = st.meta["declined"], st.meta["done"]
         st.outcome = await route(st)
         if st.outcome is None:
             async for event in perceive_and_decide(st, d, self.models, s, self.head):

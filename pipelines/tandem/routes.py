@@ -57,6 +57,8 @@ async def route(st: TandemState) -> Outcome | None:
             st.emit("tandem.route", route="execute_pending", reason_code="confirmed", rule=pending["card_id"])
             facts.state = {**facts.state, "pending": None}
             outcome = await st.orch.execute_pending(pending)
+            if outcome.executed is not None:  # a write done is never offered again
+                st.meta.setdefault("done", []).append(signature(pending["card_id"], pending["args"]))
             if outcome.executed is not None:  # recorded before the reply is generated
                 st.ctx.mark_side_effect(f"{pending['card_id']}:{pending.get('turn_id', '')}")
                 st.ctx.meta[META_KEY] = {**st.meta, "state": facts.state, "executed": pending["card_id"]}

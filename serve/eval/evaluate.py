@@ -205,7 +205,7 @@ class Evaluator:
         if case.suite == "tau2-tasks":
             return self.run_task(case, on_row=on_row)
         sid = session_id(self.kind, case, self.stamp)
-        ledger = SessionLedger()
+        ledger = SessionLedger(said_as=self._kit.said_as)
         for key in ("user_id", "opponent_id"):
             if case.info.get(key):
                 ledger.observed.add(str(case.info[key]).casefold())  # the session's bound live state
@@ -305,7 +305,7 @@ class Evaluator:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")
         oracle = self.perception == "oracle" and self.kind in META_KEYS
         sid = session_id(self.kind, case, self.stamp)
-        ledger, session_tools = SessionLedger(), []
+        ledger, session_tools = SessionLedger(said_as=self._kit.said_as), []
         rows: list[dict[str, Any]] = []
         writes: list[tuple[str, dict[str, Any]]] = []
         cards: list[tuple[str, dict[str, Any]]] = []

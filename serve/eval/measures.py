@@ -68,6 +68,9 @@ class SessionLedger:
     """Index of the first user text of the open request: the texts after the last turn that showed a card."""
     redacted_texts: list[str] = field(default_factory=list)
     observed: set[str] = field(default_factory=set)
+    said_as: Any = None
+    """``value`` → other ways the user may have said it (the pack's ``PackEvaluation.said_as``: a state's name for
+    its code); ``None``: as stored only."""
 
     def add_user_text(self, text: str) -> str:
         """Record one user text; returns it redacted as the pre-guard redacts it (the session's vault)."""
@@ -96,9 +99,12 @@ class SessionLedger:
         if not norm or norm in vocabulary or norm in self.observed:
             return True
         texts = self.raw_texts + self.redacted_texts
-        if " " in norm:
-            return any(norm in normalize_value(t) for t in texts)
-        return appears_in(value, texts)
+        for form in [value, *(self.said_as(value) if self.said_as else [])]:
+            norm = normalize_value(form)
+            if (" " in norm and any(norm in normalize_value(t) for t in texts)) or (
+                    " " not in norm and appears_in(form, texts)):
+                return True
+        return False
 
 
 def domain_vocabulary(pack: Any) -> set[str]:

@@ -17,12 +17,25 @@ from pipelines.guardrails.pii import Vault, detect_pii, luhn_ok
         ("card 4111 1111 1111 1111 expires", "CARD", "4111 1111 1111 1111"),
         ("card 4111-1111-1111-1111", "CARD", "4111-1111-1111-1111"),
         ("I live at 12 Ocean Drive, Reno", "ADDRESS", "12 Ocean Drive"),
-        ("ship to 1 Market Street Apt 5.", "ADDRESS", "1 Market Street Apt 5"),
     ],
 )
 def test_detects_each_kind(text: str, kind: str, value: str) -> None:
     found = detect_pii(text)
     assert [(m.kind, m.value) for m in found] == [(kind, value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        ("ship to 1 Market Street Apt 5.", ["1 Market Street", "Apt 5"]),
+        ("it is 445 Maple Drive, Suite 394, Fort Worth", ["445 Maple Drive", "Suite 394"]),
+        ("12 Ocean Drive unit 3B please", ["12 Ocean Drive", "unit 3B"]),
+        ("12 Ocean Drive, Reno", ["12 Ocean Drive"]),  # a city is no second line
+        ("12 Ocean Drive, suite of rooms", ["12 Ocean Drive"]),  # a second line has a number
+    ],
+)
+def test_an_address_second_line_is_a_value_of_its_own(text: str, lines: list[str]) -> None:
+    assert [(m.kind, m.value) for m in detect_pii(text)] == [("ADDRESS", x) for x in lines]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,9 @@ __all__ = [
     "OPTIONAL_EMPTY",
     "FIXED_CANDIDATES",
     "US_STATES",
+    "STATE_NAMES",
+    "typed_addresses",
+    "said_as",
     "extract_user_candidates",
     "slot_schema",
     "slot_candidates",
@@ -123,6 +126,66 @@ REASON_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+#: US state names → their codes (a customer writes "Texas" where a form has "TX").
+STATE_NAMES: dict[str, str] = {
+    "alabama": "AL", "alaska": "AK", "arizona": "AZ", "arkansas": "AR", "california": "CA", "colorado": "CO",
+    "connecticut": "CT", "delaware": "DE", "district of columbia": "DC", "florida": "FL", "georgia": "GA",
+    "hawaii": "HI", "idaho": "ID", "illinois": "IL", "indiana": "IN", "iowa": "IA", "kansas": "KS", "kentucky": "KY",
+    "louisiana": "LA", "maine": "ME", "maryland": "MD", "massachusetts": "MA", "michigan": "MI", "minnesota": "MN",
+    "mississippi": "MS", "missouri": "MO", "montana": "MT", "nebraska": "NE", "nevada": "NV", "new hampshire": "NH",
+    "new jersey": "NJ", "new mexico": "NM", "new york": "NY", "north carolina": "NC", "north dakota": "ND",
+    "ohio": "OH", "oklahoma": "OK", "oregon": "OR", "pennsylvania": "PA", "rhode island": "RI",
+    "south carolina": "SC", "south dakota": "SD", "tennessee": "TN", "texas": "TX", "utah": "UT", "vermont": "VT",
+    "virginia": "VA", "washington": "WA", "west virginia": "WV", "wisconsin": "WI", "wyoming": "WY",
+}
+_PLACE = r"[A-Z][a-z][A-Za-z.'-]*(?:\s+[A-Z][a-z][A-Za-z.'-]*){0,2}"
+#: An address as people write it after the street line's placeholder: a second line (its own placeholder), then
+#: the city, the state (code or name), the zip code and the country, each optional, separated by commas or spaces.
+_TYPED_ADDRESS = re.compile(
+    r"(?P<line1>\[ADDRESS_\d+\])(?:\s*,?\s*(?P<line2>\[ADDRESS_\d+\]))?"
+    rf"(?:\s*,?\s+(?P<city>{_PLACE}))?"
+    r"(?:\s*,?\s+(?P<state>[A-Z]{2}\b|" + "|".join(n.title() for n in sorted(STATE_NAMES, key=len, reverse=True))
+    + r"))?(?:\s*,?\s*(?P<zip>\d{5})\b)?(?:\s*,?\s*(?P<country>USA|U\.S\.A\.?|United States))?")
+
+
+_STATE_OF_CODE = {code: name for name, code in STATE_NAMES.items()}
+
+
+def said_as(kind: str, value: str) -> list[str]:
+    """How a user says a value of ``kind`` other than as it is stored: a state's code by its name ("NY" →
+    "New York")."""
+    if kind == "state" and str(value).upper() in _STATE_OF_CODE:
+        return [_STATE_OF_CODE[str(value).upper()]]
+    return []
+
+
+def typed_addresses(text: str) -> list[dict[str, str]]:
+    """The addresses a (redacted) user text spells out, field by field (``address1``, ``address2``, ``city``,
+    ``state`` as its code, ``address_zip``, ``country``): the street line's placeholder, the second line's right
+    after it, then city, state, zip and country as written. A city the text names as a state too ("New York,
+    10001") is both. Fields the text does not give are absent."""
+    out = []
+    for m in _TYPED_ADDRESS.finditer(text):
+        found = {"address1": m.group("line1")}
+        if m.group("line2"):
+            found["address2"] = m.group("line2")
+        city, state = m.group("city"), m.group("state")
+        if city and city.lower() in STATE_NAMES and not state and city.lower() not in ("washington",):
+            found["city"], found["state"] = city, STATE_NAMES[city.lower()]
+        elif city:
+            found["city"] = city
+        if state:
+            code = state if len(state) == 2 and state.isupper() else STATE_NAMES.get(state.lower())
+            if code in US_STATES:
+                found["state"] = code
+        if m.group("zip"):
+            found["address_zip"] = m.group("zip")
+        if m.group("country"):
+            found["country"] = "USA"
+        out.append(found)
+    return out
+
+
 def extract_user_candidates(text: str) -> dict[str, list[str]]:
     """Candidates by kind found in one user text (already redacted: emails are placeholders)."""
     out: dict[str, list[str]] = {}
@@ -147,7 +210,9 @@ def extract_user_candidates(text: str) -> dict[str, list[str]]:
         add("user_id", [uid])
         add("first_name", [first.capitalize()])
         add("last_name", [last.capitalize()])
-    add("address1", _ADDRESS_PH.findall(text))
+    for address in typed_addresses(text):
+        for kind, value in address.items():
+            add(kind, [value])
     for city, state in _CITY_STATE.findall(text):
         if state in US_STATES:
             add("city", [city])

@@ -104,6 +104,11 @@ class SupportEvaluation(PackEvaluation):
                 return intent, sub or {"cancel": "order"}.get(intent, "items")
         return "order_status", "status"
 
+    def said_as(self, value: str) -> list[str]:
+        from .candidates import said_as
+
+        return said_as("state", value)
+
     def readback_terms(self, card_id: str, params: Mapping[str, Any], db: Mapping[str, Any]) -> dict[str, list[str]]:
         """What a card's read-back must name, per argument it changes: each item by its product name, each new
         item by its option values, the address line by line, the payment method by its kind (a card by its last

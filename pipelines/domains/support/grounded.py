@@ -13,7 +13,8 @@ offered. A value of a write argument is grounded when
   (cancellation reasons); or
 * it is the user's own words: it appears, as whole words after normalisation
   (NFKC, casefold, whitespace, edge punctuation), in one of the session's user
-  texts (:func:`pipelines.grounding.appears_in`).
+  texts (:func:`pipelines.grounding.appears_in`), or as the user says it (a state's
+  code by its name: :func:`.candidates.said_as`).
 
 Product names, help articles and tool text are never candidates: a value that
 only appears there is refused. :func:`ungrounded_args` is pure; the tool runner
@@ -27,7 +28,7 @@ from typing import Any
 
 from pipelines.grounding import CandidateSet, appears_in, ungrounded
 
-from .candidates import ARG_KINDS, FIXED_CANDIDATES, OPTIONAL_EMPTY
+from .candidates import ARG_KINDS, FIXED_CANDIDATES, OPTIONAL_EMPTY, said_as
 from .tools import TOOL_SPECS
 from .world import Address, RetailWorld
 
@@ -98,6 +99,7 @@ def ungrounded_args(
     kinds = WRITE_ARG_KINDS.get(tool, ARG_KINDS.get(tool, {}))
     bad = [name for name in args if name not in kinds]
     for name, value in ungrounded(args, kinds, candidates, optional_empty=OPTIONAL_EMPTY.get(tool, ())):
-        if not appears_in(value, user_texts) and name not in bad:
+        said = [value, *said_as(kinds.get(name, ""), value)]
+        if not any(appears_in(v, user_texts) for v in said) and name not in bad:
             bad.append(name)
     return bad

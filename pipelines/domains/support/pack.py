@@ -46,6 +46,7 @@ from .candidates import (
     described_variants,
     extract_user_candidates,
     says_original_payment,
+    typed_addresses,
     names_payment,
     record_candidates,
     slot_candidates,
@@ -110,6 +111,9 @@ class SupportState(BaseModel):
         "(None: not read yet).")
     asked: list[str] = Field(
         default_factory=list, description="Items whose wanted variant the user was asked about once (undecided).")
+    addresses: list[dict[str, str]] = Field(
+        default_factory=list, description="The addresses of the user's records as read (the profile's, each order's), "
+        "field by field: a new address named by its city among them is that whole address.")
     selected: dict[str, Any] | None = Field(
         None, description="The order found by what it holds ({id, at: the index of the user text it was found "
         "for}); an order the user types in a later text takes over.")
@@ -127,6 +131,8 @@ def support_rule_tables() -> dict[str, Any]:
     return read_tables(TABLES_DIR, "support")
 
 
+_ALL_ORDERS = re.compile(r"\b(?:all|both|every|each)\b(?:\s+of)?(?:\s+(?:my|the|these|those))?(?:\s+[a-z]+){0,2}?"
+                         r"\s+orders?\b", re.I)
 _ALL_ITEMS = re.compile(r"\b(all (the |of the |my )?(items|things|products|of them|of it)|everything)\b", re.I)
 # "all the items" narrowed by what follows ("everything not associated with it", "all the things except the
 # lamp", "everything related to gaming") names a part the user has not said: which items is asked.
@@ -142,7 +148,8 @@ def says_all_items(texts: Sequence[str]) -> bool:
 def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> str | None:
     """The order the user named this turn, else the one they named last in the session (an answer to a
     question — who are you? why? — goes on with the request it interrupted), unless the turn found the order by
-    what it holds for a later text (``state.selected``)."""
+    what it holds for a later text (``state.selected``); a text that describes items of exactly one read order
+    names that order."""
     texts = list(facts.user_texts) if facts.user_texts and facts.user_texts[-1] == facts.user_text else [
         *facts.user_texts, facts.user_text]
     selected = (state.selected or {}) if state is not None else {}
@@ -152,6 +159,10 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
         typed = extract_user_candidates(texts[at]).get("order_id")
         if typed:
             return str(typed[-1])
+        if state is not None:  # items of one read order, and of no other, described in this text: that order
+            held = {state.items[i].get("order_id") for i in described_items(state.items, [texts[at]])}
+            if len(held) == 1:
+                return str(held.pop())
     return str(selected["id"]) if selected.get("id") else None
 
 
@@ -289,6 +300,36 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
     # a payment method is the user's to state: never one merely on record (the order's, the profile's); the
     # newest text that names one decides ("use my PayPal instead" after a refused card)
     facts.candidates.keep("payment_method_id", _named_payment(facts, state))
+    _narrow_address(facts, state, texts)
+    for text in reversed(texts):  # the newest text that gives a reason for a cancellation decides it
+        said = [r for r in FIXED_CANDIDATES.get("cancel_reason", ()) if appears_in(r, [text])]
+        said += extract_user_candidates(text).get("cancel_reason", [])
+        if said:
+            facts.candidates.keep("cancel_reason", said)
+            break
+
+
+_ADDRESS_KINDS = ("address1", "address2", "city", "state", "address_zip", "country")
+_FIELD_KIND = {"address1": "address1", "address2": "address2", "city": "city", "state": "state", "zip": "address_zip",
+               "country": "country"}
+
+
+def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str]) -> None:
+    """An address is one whole: the newest address the user spelled out gives every field of a new address (a line
+    it leaves out is empty, a field it leaves out is asked; the country may be the one of their records) — never a
+    field of another address on record; with none spelled out, an address of their records they name by its city
+    ("my daughter's address in Chicago") is that whole address."""
+    typed = [a for t in texts for a in typed_addresses(t)]
+    if typed:
+        newest = typed[-1]
+        for kind in _ADDRESS_KINDS:
+            if kind in newest or kind != "country":
+                facts.candidates.keep(kind, [newest[kind]] if kind in newest else [])
+        return
+    named = [a for a in state.addresses if a.get("city") and appears_in(a["city"], texts)]
+    if len({a.get("address1") for a in named}) == 1:
+        for field_name, kind in _FIELD_KIND.items():
+            facts.candidates.keep(kind, [named[0][field_name]] if named[0].get(field_name) else [])
 
 
 class SupportPack(PackBase):
@@ -539,6 +580,13 @@ class SupportPack(PackBase):
                     ids.discard(uid)
             owner = state.authenticated_user_id
             state.add_observed(sorted(ids))
+            oid = str(result.get("order_id", ""))
+            if oid in state.orders and result.get("status"):  # a write changed its state: what it can be asked now
+                state.orders[oid] = {**state.orders[oid], "status": str(result["status"])}
+            if tool in WRITE_TOOLS and state.selected and oid == state.selected.get("id"):
+                queue = list(state.selected.get("queue") or [])  # done: the next order of the request, if any
+                state.selected = ({"id": queue[0], "at": state.selected.get("at", 0), "queue": queue[1:]}
+                                  if queue else None)
             found = record_candidates(tool, result, owner)
             if tool == "get_order_details" and owner and result.get("user_id") == owner:
                 state.owned_products = sorted(set(state.owned_products) | set(found.get("product_id", [])))
@@ -555,6 +603,10 @@ class SupportPack(PackBase):
                     "status": str(result.get("status", "")),
                     "items": [str(i.get("name", "")) for i in result.get("items") or [] if isinstance(i, Mapping)],
                     "paid_with": paid[0] if paid else ""}
+            if tool in ("get_user_details", "get_order_details") and owner and result.get("user_id") == owner:
+                address = {k: str(v) for k, v in (result.get("address") or {}).items() if isinstance(v, str)}
+                if address.get("address1") and address not in state.addresses:
+                    state.addresses.append(address)
             if tool == "get_user_details" and owner and result.get("user_id") == owner:
                 state.payment_methods = {
                     str(pid): {k: str(m.get(k, "")) for k in ("source", "brand", "last_four") if m.get(k)}
@@ -649,11 +701,13 @@ class SupportPack(PackBase):
 
     def pick_records(self, intent: str, options: Sequence[str], facts: TurnFacts) -> list[str]:
         """The orders among ``options`` in a state the intent can change (pending: cancel, modify; delivered:
-        return, exchange) that hold an item the user described; when the user described none of their items,
-        those in the right state alone."""
+        return, exchange) that hold an item the user described; when the user asked for all their orders, or
+        described none of their items, those in the right state alone."""
         state = self.state_of(facts)
         texts = [*facts.user_texts, facts.user_text]
         fits = [o for o in options if _status_fits(intent, str((state.orders.get(o) or {}).get("status", "")))]
+        if self.asks_for_all(facts) and fits:  # "all my pending orders": every order in the state the intent changes
+            return fits
         described = [o for o in fits if described_items(
             {i: info for i, info in state.items.items() if info.get("order_id") == o}, texts)]
         if described:
@@ -661,11 +715,16 @@ class SupportPack(PackBase):
         named_anywhere = described_items(dict(state.items), texts)
         return [] if named_anywhere else fits
 
-    def select_record(self, record: str, facts: TurnFacts) -> None:
+    def select_record(self, record: str, facts: TurnFacts, then: Sequence[str] = ()) -> None:
         state = self.state_of(facts)
-        state.selected = {"id": record, "at": len(facts.user_texts) - 1}
+        state.selected = {"id": record, "at": len(facts.user_texts) - 1, "queue": list(then)}
         facts.state = state.model_dump(mode="json")
+        facts.candidates = facts.candidates.merged(state.records)  # narrowed anew around the order found
         _narrow(facts, state)
+
+    def asks_for_all(self, facts: TurnFacts) -> bool:
+        """"all (my pending) orders", "both orders", "every order", "each of my orders"."""
+        return any(_ALL_ORDERS.search(t) for t in [*facts.user_texts, facts.user_text])
 
     def describe_records(self, records: Sequence[str], facts: TurnFacts) -> list[str]:
         """"#W1 (Desk Lamp, Water Bottle; delivered)" for each order read; an order not read yet by its id."""

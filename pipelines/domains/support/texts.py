@@ -89,6 +89,7 @@ SUPPORT_TEXTS = DomainTexts(
         "reason": "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?",
         "details": "Could you tell me a little more about what you need?",
         "change": "What should I change about it?",
+        "already_done": "I've already made that change. What else can I do for you?",
         "choices": "Which of these do you mean: {options}?",
         "payment_method_choices": "Which payment method should I use: {options}?",
         "item_choices": "Which item do you mean: {options}?",
