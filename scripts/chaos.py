@@ -19,6 +19,10 @@ time, each followed by a recovery window:
                      whole, their session takes its next turn, the others' turns keep flowing
     same_session     two turns of one session sent at once through two nodes' proxies: one runs, the other
                      waits for it or is refused (session_busy); the stored turns never interleave
+    lease_fence      an ingress replica frozen (SIGSTOP) in the middle of a turn, past its lease's TTL, while a
+                     second turn of the same session through the other node takes the lease and is saved; then
+                     thawed (SIGCONT): the frozen turn's save carries a stale fencing token and is refused
+                     (lease_lost), its client's retry is stored once — 0 interleaved, lost or doubled turns
 
 A failed turn is retried (at most three times, same ``Idempotency-Key``) as a client would, never sooner than
 the refusal's Retry-After (a ``session_busy`` whose holder died says when its lease lapses). A recovery
@@ -59,7 +63,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 FAULTS = ("ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill", "model_kill", "redis_restart",
-          "slow_reader", "same_session", "gcs_restart")
+          "slow_reader", "same_session", "lease_fence", "gcs_restart")
 QUICK = ("node_loss", "ingress_kill")
 # gRPC status codes our error table maps to (pipelines/errors.py): anything else reached the client untyped.
 TYPED_GRPC = {"INVALID_ARGUMENT", "UNAUTHENTICATED", "NOT_FOUND", "ABORTED", "PERMISSION_DENIED", "INTERNAL",
@@ -82,6 +86,7 @@ class Attempt:
     executed: bool = False
     retry: int = 0
     retry_after: float | None = None  # the refusal's Retry-After (HTTP header, gRPC trailer, stream event)
+    turn_id: str | None = None  # the turn the server ran for it (its done event)
 
 
 # A client's pause before retrying a failed turn: its own backoff, or longer when the refusal says so.
@@ -259,6 +264,7 @@ class Load:
                                 a.retry_after = _seconds(ev.get("retry_after_s"))
                             if ev["type"] == "done":
                                 done = ev
+                                a.turn_id = ev.get("turn_id")
                     if done is None:
                         a.outcome = "stream_cut" if a.outcome == "running" else a.outcome
                     elif a.outcome == "running":
@@ -299,6 +305,7 @@ class Load:
                         a.retry_after = _seconds(ev.get("retry_after_s"))
                     if ev["type"] == "done":
                         done = ev
+                        a.turn_id = ev.get("turn_id")
             except grpc.aio.AioRpcError as exc:
                 name = exc.code().name
                 trailer = _seconds(dict(exc.trailing_metadata() or ()).get("retry-after"))
@@ -508,6 +515,103 @@ def _redis_restart(cluster: Any, load: Load, down_s: float) -> dict[str, Any]:
             "up_at": up}
 
 
+def fence_verdict(first: Attempt, second: Attempt, attempts: list[Attempt],
+                  turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``lease_fence`` session read back: ``first`` is the turn frozen past its lease, ``second`` the turn
+    that took the session meanwhile, ``attempts`` every attempt of the session (retries included).
+
+    ``interleaved``: the frozen turn's own record is stored after the second's (its stale save landed: a reply
+    made from a history without the turn before it); ``lost``: attempts told ``ok`` whose turn is not stored;
+    ``doubled``: stored turns whose request (the user's text) is stored more than once; ``refused_stale``: the
+    frozen turn was told ``lease_lost`` (the store refused its save).
+    """
+    index = {t.get("turn_id"): t.get("index") for t in turns}
+    late, early = index.get(first.turn_id), index.get(second.turn_id)
+    interleaved = int(late is not None and early is not None and late > early)
+    lost = sum(1 for a in attempts if a.outcome == "ok" and a.turn_id not in index)
+    texts = [t.get("user_text") for t in turns]
+    doubled = sum(1 for x in set(texts) if texts.count(x) > 1)
+    served = len({a.turn_id for a in attempts if a.outcome == "ok"})
+    return {"refused_stale": first.outcome == "lease_lost", "interleaved": interleaved, "lost": lost,
+            "doubled": doubled, **stored_verdict(turns, served)}
+
+
+def _pid_of(replica: Replica) -> int:
+    from ray._private.state import actors
+
+    for a in actors().values():
+        if a.get("Name") == replica.name and a.get("State") == "ALIVE":
+            return int(a["Pid"])
+    raise RuntimeError(f"no live process for {replica.name}")
+
+
+def _lease_fence(cluster: Any, load: Load, freeze_max_s: float) -> dict[str, Any]:
+    """An ingress replica frozen past its lease's TTL in the middle of a turn while another turn of the session
+    takes the lease (see the module docstring). The first turn goes through the frozen replica's node (the proxy
+    routes to its own node's replica), the second through the other node; the replica is thawed once the second
+    turn is stored, or after ``freeze_max_s`` (well before Serve's health checks would replace it)."""
+    import os
+    import signal
+
+    nodes = {cluster.node_id(n): n for n in cluster.node_handles}
+    live = [(r, nodes[r.node_id]) for r in _replicas("TandemIngress")
+            if r.node_id in nodes and nodes[r.node_id] in cluster.ready]
+    if len({n for _, n in live}) < 2:
+        raise RuntimeError(f"lease_fence needs ingress replicas on two ready nodes, found {live}")
+    (rep, frozen_node), other_node = live[0], next(n for _, n in live if n != live[0][1])
+    pid = _pid_of(rep)
+    sid = f"chaos-fence-{uuid.uuid4().hex[:10]}"
+    detail: dict[str, Any] = {"replica": rep.name, "node": frozen_node, "other_node": other_node, "session": sid}
+
+    async def go() -> dict[str, Any]:
+        idem = uuid.uuid4().hex
+        first = asyncio.ensure_future(load._turn(sid, "fence", 0, "Hi! What can you help me with?", idem, "http", 0,
+                                                 node=frozen_node))
+        a: Attempt | None = None
+        until = time.monotonic() + load.turn_timeout_s
+        while time.monotonic() < until and not first.done():
+            a = next((x for x in load.attempts if x.session_id == sid), None)
+            if a is not None and a.first_token is not None:
+                break  # mid-turn: the lease is held, the reply is still to come and to be saved
+            await asyncio.sleep(0.05)
+        if a is None or a.first_token is None:
+            raise RuntimeError(f"the first turn never streamed through {frozen_node} ({a.outcome if a else None})")
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            second: Attempt | None = None
+            for retry in range(4):  # as a client would: the lease of a stopped holder lapses within 30 s
+                second = await asyncio.wait_for(
+                    load._turn(sid, "fence", 1, "Where is my order?", uuid.uuid4().hex if second is None
+                               else second.idem, "grpc", retry, node=other_node),
+                    timeout=max(1.0, freeze_max_s - (time.monotonic() - stopped)))
+                if second.outcome == "ok":
+                    break
+                await asyncio.sleep(min(retry_pause(second, 2.0), max(0.0, freeze_max_s - (time.monotonic() - stopped))))
+        except TimeoutError:
+            second = next((x for x in reversed(load.attempts) if x.session_id == sid and x.step == 1), None)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            thawed = time.monotonic()
+        late = await first
+        retried = late
+        for retry in range(1, 4):  # the frozen turn's client retries under its key, as every chaos client does
+            if retried.outcome == "ok":
+                break
+            await asyncio.sleep(retry_pause(retried, 2.0))
+            retried = await load._turn(sid, "fence", 0, "Hi! What can you help me with?", idem, "http", retry)
+        sess = await _get_session(load.cluster, sid) or {"turns": []}
+        assert second is not None
+        took = (second.first_token or second.end) - stopped if second.outcome == "ok" else None
+        attempts = [x for x in load.attempts if x.session_id == sid]
+        return {"frozen_s": round(thawed - stopped, 1), "second_streamed_after_s": None if took is None
+                else round(took, 1), "first": late.outcome, "second": second.outcome, "retry": retried.outcome,
+                "outcomes": [x.outcome for x in attempts], **fence_verdict(late, second, attempts, sess["turns"])}
+
+    detail.update(load.run_coro(go(), timeout=load.turn_timeout_s * 4 + freeze_max_s))
+    return detail
+
+
 def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[str, Any]:
     if name == "ingress_kill":
         return _kill_replica("TandemIngress", load)
@@ -533,6 +637,8 @@ def inject(name: str, cluster: Any, load: Load, ns: argparse.Namespace) -> dict[
         return _slow_reader(load, ns.slow_readers, ns.slow_read_s)
     if name == "same_session":
         return _same_session(load, ns.same_sessions)
+    if name == "lease_fence":
+        return _lease_fence(cluster, load, ns.freeze_max_s)
     if name == "gcs_restart":
         if not cluster.gcs_ft:
             raise RuntimeError("gcs_restart needs --gcs-ft")
@@ -810,6 +916,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slow-readers", type=int, default=2)
     p.add_argument("--slow-read-s", type=float, default=0.25, help="slow_reader: seconds between reads")
     p.add_argument("--same-sessions", type=int, default=2, help="same_session: sessions sent two turns at once")
+    p.add_argument("--freeze-max-s", type=float, default=75.0,
+                   help="lease_fence: the frozen replica is thawed by then at the latest (Serve replaces a replica "
+                        "after three 30 s health-check timeouts)")
     p.add_argument("--gcs-ft", action="store_true", help="GCS fault tolerance on the cluster's Redis")
     p.add_argument("--gcs-down-s", type=float, default=10.0)
     p.add_argument("--lose", choices=("tools", "other"), default="tools",

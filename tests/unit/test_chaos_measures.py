@@ -86,7 +86,8 @@ def test_every_fault_is_known_and_the_default_run_leaves_only_the_gcs_restart_ou
     assert {"kernels_kill", "model_kill"} <= set(chaos.FAULTS) and set(chaos.QUICK) <= set(chaos.FAULTS)
     ns = chaos.build_parser().parse_args([])
     assert ns.faults.split(",") == ["ingress_kill", "tools_kill", "node_loss", "disconnect", "kernels_kill",
-                                    "model_kill", "redis_restart", "slow_reader", "same_session"]
+                                    "model_kill", "redis_restart", "slow_reader", "same_session", "lease_fence"]
+    assert ns.freeze_max_s == 75.0
     assert ns.keep_work is False  # the cluster's work folder goes with the run unless asked for
 
 
@@ -339,3 +340,45 @@ def test_a_probe_of_the_window_leaves_the_faults_detail_alone():
     f = Fault("redis_restart", 10.0, detail={"up_at": 15.0})
     window_closed(f, _recovered(), {}, 40.0, 1.0, min_s=20, max_s=90)
     assert f.detail == {"up_at": 15.0}
+
+
+def _t(turn_id, index, text):
+    return {"turn_id": turn_id, "index": index, "user_text": text, "meta": {}}
+
+
+def _fence_attempt(step, outcome, turn_id):
+    a = _a(0.0, 1.0, outcome)
+    a.step, a.turn_id = step, turn_id
+    return a
+
+
+def test_a_frozen_turn_refused_and_retried_once_is_neither_interleaved_lost_nor_doubled():
+    from chaos import fence_verdict
+
+    first, second = _fence_attempt(0, "lease_lost", "t_a"), _fence_attempt(1, "ok", "t_b")
+    retry = _fence_attempt(0, "ok", "t_c")
+    v = fence_verdict(first, second, [first, second, retry], [_t("t_b", 0, "second"), _t("t_c", 1, "first")])
+    assert (v["refused_stale"], v["interleaved"], v["lost"], v["doubled"], v["whole"]) == (True, 0, 0, 0, True)
+
+
+def test_a_stale_save_that_landed_after_the_successor_is_interleaved():
+    from chaos import fence_verdict
+
+    first, second = _fence_attempt(0, "ok", "t_a"), _fence_attempt(1, "ok", "t_b")
+    v = fence_verdict(first, second, [first, second], [_t("t_b", 0, "second"), _t("t_a", 1, "first")])
+    assert (v["refused_stale"], v["interleaved"], v["lost"], v["doubled"]) == (False, 1, 0, 0)
+    # stored before the successor (it saved while it still held the lease): not interleaved
+    v = fence_verdict(first, second, [first, second], [_t("t_a", 0, "first"), _t("t_b", 1, "second")])
+    assert v["interleaved"] == 0
+
+
+def test_a_turn_told_ok_but_not_stored_is_lost_and_a_request_stored_twice_is_doubled():
+    from chaos import fence_verdict
+
+    first, second = _fence_attempt(0, "lease_lost", "t_a"), _fence_attempt(1, "ok", "t_b")
+    retry = _fence_attempt(0, "ok", "t_c")
+    v = fence_verdict(first, second, [first, second, retry], [_t("t_b", 0, "second")])
+    assert (v["lost"], v["doubled"], v["whole"]) == (1, 0, False)
+    v = fence_verdict(first, second, [first, second, retry],
+                      [_t("t_b", 0, "second"), _t("t_c", 1, "first"), _t("t_x", 2, "first")])
+    assert (v["lost"], v["doubled"], v["whole"]) == (0, 1, False)
