@@ -37,6 +37,8 @@ __all__ = [
     "PipelineSettings",
     "DomainConfig",
     "DeploymentsConfig",
+    "RolePrice",
+    "CostConfig",
     "AppConfig",
     "ServeFile",
     "load_serve_file",
@@ -210,6 +212,29 @@ class GuardrailsConfig(Strict):
     )
 
 
+class RolePrice(Strict):
+    """What one token of a role costs on the profile's hardware, in GPU-seconds (``tandem cost``)."""
+
+    prefill_gpu_s_per_token: float = Field(0.0, ge=0, description="A prompt token not served from the prefix cache.")
+    cached_gpu_s_per_token: float = Field(0.0, ge=0, description="A prompt token served from the prefix cache.")
+    decode_gpu_s_per_token: float = Field(0.0, ge=0, description="A generated token.")
+
+
+class CostConfig(Strict):
+    """How ``tandem cost`` prices a turn's tokens on this profile's models (a role absent costs nothing)."""
+
+    pricing: dict[str, RolePrice] = Field(default_factory=dict, description="Role → GPU-seconds per token.")
+    gpu_hour_usd: float | None = Field(None, gt=0, description="What one GPU-hour costs; None: GPU-seconds only.")
+    basis: str = Field("", description="Where the figures come from (a document, a measurement).")
+
+    @model_validator(mode="after")
+    def _roles(self) -> CostConfig:
+        unknown = sorted(set(self.pricing) - set(ROLES))
+        if unknown:
+            raise ValueError(f"cost.pricing: unknown roles {unknown} (roles: {', '.join(ROLES)})")
+        return self
+
+
 class DeploymentsConfig(Strict):
     """Options of the CPU deployments that host pipeline parts."""
 
@@ -236,6 +261,7 @@ class AppConfig(Strict):
     domain: DomainConfig = Field(description="The domain pack served (no default: a config names it).")
     deployments: DeploymentsConfig = Field(default_factory=DeploymentsConfig)
     guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
+    cost: CostConfig = Field(default_factory=CostConfig, description="Token prices of this profile (tandem cost).")
 
     @model_validator(mode="after")
     def _domain_fits_pipeline(self) -> AppConfig:
