@@ -13,7 +13,6 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,7 +22,6 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
 
 from models.llm import SharedModel
-from models.prepare import cache_dir
 from pipelines.domains import load_domain
 from pipelines.errors import NotFound, TandemError, error_class_for_code
 from pipelines.events import ErrorEvent, TurnAnswer, TurnRequest
@@ -34,7 +32,7 @@ from pipelines.turn import TurnRunner, parse_turn_request, validate_session_id
 from pipelines.turn_input import check_idempotency_key
 from serve.adapters import HandleGuardrails, HandleRuleKernels, tool_port
 from serve.auth import ApiKeys, RateLimiter, parse_key_entries
-from serve.config import AppConfig, StoreConfig, parse_app_config
+from serve.config import AppConfig, parse_app_config
 from serve.deployments.guardrails import LiveGuardrails
 from serve.edge import (
     SafeJSONResponse,
@@ -50,30 +48,13 @@ from serve.http_app import OPEN_PATHS, http_app
 from serve.metrics import ServeCounters, TurnMetrics
 from serve.model_client import ServeModelClient
 from serve.openapi import SESSION_ROUTE_DOC, TURN_ROUTE_DOC
+from serve.stores import make_store
 from serve.streaming import sse_frame, with_heartbeats
 from serve.telemetry import JsonlEventSink
 
 __all__ = ["TandemIngress", "build_ingress_class", "make_store", "http_app", "ENDPOINTS", "OPEN_PATHS"]
 
 logger = logging.getLogger("tandem.ingress")
-
-
-def make_store(cfg: StoreConfig) -> Any:
-    """The configured session store, behind the PII vault (placeholders at rest, sealed values)."""
-    from serve.stores.vault import RedactingStore, VaultCipher
-
-    if cfg.kind == "sqlite":
-        from serve.stores.sqlite import SQLiteSessionStore
-
-        inner: Any = SQLiteSessionStore(Path(cfg.path).expanduser() if cfg.path else cache_dir() / "sessions.db",
-                                        ttl_s=cfg.ttl_s)
-    else:
-        from serve.stores.redis import RedisSessionStore  # production profile
-
-        inner = RedisSessionStore.from_config(cfg)
-    cipher = VaultCipher.from_settings(key_env=cfg.vault_key_env, key_file=cfg.vault_key_file,
-                                       default_file=cache_dir() / "vault.key")
-    return RedactingStore(inner, cipher)
 
 
 def _refusal(ev: Any) -> bool:
