@@ -23,16 +23,18 @@ Rules, tried in this order on each assistant turn:
    refused before also counts in ``reoffered_after_no``).
 3. **asked who they are** → the identity (a second ask gives the next identity the instructions hold, e.g.
    another email).
-4. **asked what to change, right after a refusal** → what differs between the refused card and the write the
+4. **asked what a conditional instruction names** ("If the agent asks for which vacuum cleaner, mention the
+   robotic one": every word of its condition in the question) → what it says to say, once.
+5. **asked what to change, right after a refusal** → what differs between the refused card and the write the
    user wants, in words: an item the card should leave alone ("Not the Water Bottle."), one it misses
    ("Also the Desk Lamp."), and for a wrong option, payment, address, order or reason the sentence of the
    instructions about it.
-5. **asked about an order, item, option, address, payment method or reason** (the pack's topics) → the
+6. **asked about an order, item, option, address, payment method or reason** (the pack's topics) → the
    sentences of the instructions that state it (an order by the id they hold; none: "I don't know the order
    number." and the sentence that describes the order's items; nothing on the topic: the pack's line for it).
-6. **anything else** while writes remain → the next sentence of the instructions not said yet; once all are
+7. **anything else** while writes remain → the next sentence of the instructions not said yet; once all are
    said, the request restated; after two restatements in a row with no progress the user gives up (``stuck``).
-7. **anything else** when no write remains → ``done``.
+8. **anything else** when no write remains → ``done``.
 
 A question asked again, word for word, after the user answered it is a **repeated ask**. Everything is a pure
 function of the task, the database the pack reads item names from, and the assistant's turns.
@@ -48,7 +50,7 @@ from typing import Any
 from .evaluation import AssistantTurn, first_person, opening
 
 __all__ = ["UserReply", "InstructedVocabulary", "Instructions", "InstructedUser", "asking", "same_arguments",
-           "card_signature", "identity_lines", "SPLIT_SEED", "split_half"]
+           "card_signature", "identity_lines", "conditionals", "SPLIT_SEED", "split_half"]
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
 _ASKS = re.compile(r"\?|\b(please (provide|tell|confirm|share|give|specify|let me know)|could you|can you|which|"
@@ -174,6 +176,36 @@ def sayable(text: str) -> list[str]:
     return out
 
 
+#: A conditional instruction keyed by what the assistant asks: "If the agent asks (you) for which vacuum cleaner,
+#: mention the robotic one", "When asked for the order ID, provide 9502126 first".
+_CONDITIONAL = re.compile(
+    r"^\s*(?:if|when|once)\s+(?:(?:the|an?)\s+(?:agent|representative|assistant)\s+asks?|(?:you\s+are\s+)?asked)"
+    r"(?:\s+you)?(?:\s+(?:for|about|to|whether|if|which))?\s+(?P<cond>[^,]{3,80}),\s*(?P<then>.+?)\s*$", re.I)
+#: The verb that opens an instructed answer ("mention the robotic one"): what to say follows it.
+_SAY = re.compile(r"^(?:then\s+)?(?:(?:you\s+)?(?:mention|provide|say|tell\s+(?:the\s+agent|them|it)|give|answer|reply)"
+                  r"(?:\s+(?:that|with))?\s+)", re.I)
+_STOP = frozenset("the a an you your to for of and or if it its is are be with that this which what about any "
+                  "agent asks ask asked first then".split())
+
+
+def conditionals(text: str) -> list[tuple[frozenset[str], str]]:
+    """The conditional instructions of a reason for the call: (the words of what the assistant must ask, what the
+    user then says, in the first person)."""
+    out = []
+    for s in _SENTENCES.split(" ".join(str(text or "").split())):
+        m = _CONDITIONAL.match(s)
+        if not m:
+            continue
+        words = frozenset(w for w in _WORDS.findall(m.group("cond").lower()) if len(w) > 2 and w not in _STOP)
+        parts = re.split(r",\s*(?:but|and|then)\s+|;\s*", m.group("then").strip())
+        then = _SAY.sub("", " ".join(p for p in parts[:1] if not _DIRECTIVE.search(p))).rstrip(".")
+        then = re.sub(r"\s+(?:first|initially|at first)$", "", then)
+        if words and then and not _HIDDEN.search(then):
+            said = first_person(then)
+            out.append((words, said[:1].upper() + said[1:] + "."))
+    return out
+
+
 def identity_lines(known_info: str, order: Sequence[str] = ("email", "name_zip", "user_id")) -> list[str]:
     """What the user can say about who they are, from ``known_info`` alone, in the order given."""
     info = " ".join(str(known_info or "").split())
@@ -194,6 +226,8 @@ class Instructions:
     sentences: tuple[str, ...]
     known: tuple[str, ...]
     identities: tuple[str, ...]
+    answers: tuple[tuple[frozenset[str], str], ...] = ()
+    """Conditional instructions: (words the assistant's question must hold, what the user says then)."""
 
     @classmethod
     def of(cls, task: Mapping[str, Any], vocab: InstructedVocabulary, verbatim: bool = False) -> Instructions:
@@ -201,7 +235,8 @@ class Instructions:
         reason = str(ins.get("reason_for_call") or "")
         known = str(ins.get("known_info") or "")
         return cls(opening=opening(reason, verbatim), sentences=tuple(sayable(reason)),
-                   known=tuple(sayable(known)), identities=tuple(identity_lines(known, vocab.identity_order)))
+                   known=tuple(sayable(known)), identities=tuple(identity_lines(known, vocab.identity_order)),
+                   answers=tuple(conditionals(reason)))
 
 
 def _norm(text: str) -> str:
@@ -229,6 +264,7 @@ class InstructedUser:
     _refused: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     _answered: set[str] = field(default_factory=set)
     _identity_next: int = 0
+    _conditions_used: set[int] = field(default_factory=set)
     _last_rule: str = ""
 
     def __post_init__(self) -> None:
@@ -401,6 +437,11 @@ class InstructedUser:
                 self._identity_next = min(self._identity_next + 1, len(ids) - 1)
                 text = ids[self._identity_next]
             return text, "identity"
+        words = set(_WORDS.findall(asked.lower()))
+        for i, (cond, then) in enumerate(self.instructions.answers):  # "if asked for X, say Y": in order, once each
+            if cond <= words and i not in self._conditions_used:
+                self._conditions_used.add(i)
+                return then, "instructed"
         if self._last_rule == "no" and (self.vocab.change.search(asked) or not self._topics(asked)):
             diff = self._diff()
             if diff:

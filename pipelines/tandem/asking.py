@@ -130,6 +130,16 @@ async def vary_question(st: TandemState, domain: Domain) -> None:
     assert st.facts is not None and st.orch is not None
     asked: list[str] = st.meta.setdefault("asked", [])
     o = st.outcome
+    if o is not None and o.path == "answer" and st.facts.refusals:  # the same refusal again: no way forward here
+        key = "refusal " + " ".join(_norm(f"{r.get('card_id')} {r.get('reason')} {r.get('entity')}")
+                                    for r in st.facts.refusals)
+        if key in asked:
+            st.emit("tandem.ask", step="hand_over", about="refusal", repeated=key[:120])
+            st.counters.dispatch("no_progress")
+            st.outcome = await st.orch.escalate("no_progress")
+            return
+        asked.append(key)
+        return
     if o is None or o.path != "clarify":
         return
     about = o.clarify_about or "details"

@@ -111,9 +111,10 @@ def test_an_exchange_described_in_words_reads_the_product_and_offers_the_describ
     assert [(p["tools"], p["then"]) for p in _events(h, n, "tandem.phi")] == [
         (["get_user_details"], "propose"), (["get_order_details"], "propose"), (["get_product_details"], "propose")]
     product = h.world.orders[DELIVERED].items[0].product_id
-    held = h.world.orders[DELIVERED].items[0].options
+    held = h.world.orders[DELIVERED].items[0]
     assert h.meta["state"]["items"]["8818174143"] == {"name": "Wireless Earbuds", "product_id": product,
-                                                      "order_id": DELIVERED, "options": dict(held)}
+                                                      "order_id": DELIVERED, "options": dict(held.options),
+                                                      "price": held.price}
     assert [(c.card_id, c.params["new_item_ids"]) for c in r.of("action_card")] == [
         ("card.exchange_items", ["0931002516"])]
 

@@ -48,6 +48,7 @@ from .candidates import (
     says_original_payment,
     typed_addresses,
     names_payment,
+    price_wanted,
     record_candidates,
     slot_candidates,
     slot_schema,
@@ -234,6 +235,33 @@ def _had(state: SupportState, pid: str, variants: Mapping[str, Any], mine: Seque
     change (:func:`.candidates.described_as_had`): what they name is no wish for ``mine``."""
     return [i for i, info in state.items.items()
             if i not in mine and info.get("product_id") == pid and described_as_had(variants, i, texts)]
+
+
+def _named_alike(facts: TurnFacts, state: SupportState, named: Sequence[str]) -> list[str]:
+    """Named items of one product the user spoke of as one ("a vacuum cleaner", "the lamp": not a plural, not
+    "both" or "all"), not asked about yet: the ones to ask among (empty: none)."""
+    texts = [*facts.user_texts, facts.user_text]
+    groups: dict[str, list[str]] = {}
+    for i in named:
+        groups.setdefault(str(state.items.get(i, {}).get("name", "")), []).append(i)
+    for name, ids in groups.items():
+        if len(ids) < 2 or "which:" + ids[0] in state.asked or not name:
+            continue
+        if _one_of(name, texts):
+            return ids
+    return []
+
+
+def _one_of(name: str, texts: Sequence[str]) -> bool:
+    """Whether the user speaks of one ``name`` (singular, no "both", "all", "two"…): the newest text naming it."""
+    words = [re.escape(w) for w in name.lower().split()]
+    rx = re.compile(r"\b(?:(both|all|two|three|every|each)\s+(?:\w+\s+){0,2})?" + r"[\s-]?".join(words) + r"(e?s)?\b",
+                    re.I)
+    for text in reversed(texts):
+        m = rx.search(text)
+        if m:
+            return not (m.group(1) or m.group(2))
+    return False
 
 
 def _options_text(options: Mapping[str, Any], sep: str = " / ") -> str:
@@ -595,7 +623,8 @@ class SupportPack(PackBase):
                         state.items[str(item["item_id"])] = {
                             "name": str(item.get("name", "")), "product_id": str(item.get("product_id", "")),
                             "order_id": str(result.get("order_id", "")),
-                            "options": {str(k): str(v) for k, v in (item.get("options") or {}).items()}}
+                            "options": {str(k): str(v) for k, v in (item.get("options") or {}).items()},
+                            **({"price": float(item["price"])} if isinstance(item.get("price"), (int, float)) else {})}
                 paid = [str(p.get("payment_method_id")) for p in result.get("payment_history") or []
                         if isinstance(p, Mapping) and p.get("transaction_type", "payment") == "payment"
                         and p.get("payment_method_id")]
@@ -668,10 +697,17 @@ class SupportPack(PackBase):
         <those variants in words>)``; one whose product's variants are read but whose change the user has not
         described → ``("new_item_for", [<its name>])``. An item asked about once is not asked again (its
         answer decides it, or it is left off the card)."""
-        if not isinstance(args.get("new_item_ids"), list) or not isinstance(args.get("item_ids"), list):
+        if not isinstance(args.get("item_ids"), list):
             return None
         state = self.state_of(facts)
         named = _named_items(facts, state)
+        alike = _named_alike(facts, state, named)
+        if alike:  # "a vacuum cleaner" where the order holds two: which one, by what each is
+            state.asked.append("which:" + alike[0])
+            facts.state = state.model_dump(mode="json")
+            return "item_choose", [_item_words(state.items[i]) for i in alike]
+        if not isinstance(args.get("new_item_ids"), list):
+            return None
         for item in [*map(str, args["item_ids"]), *(i for i in named if i not in args["item_ids"])]:
             if item in state.asked:
                 continue
@@ -706,10 +742,17 @@ class SupportPack(PackBase):
         state = self.state_of(facts)
         texts = [*facts.user_texts, facts.user_text]
         fits = [o for o in options if _status_fits(intent, str((state.orders.get(o) or {}).get("status", "")))]
-        if self.asks_for_all(facts) and fits:  # "all my pending orders": every order in the state the intent changes
+        if any(_ALL_ORDERS.search(t) for t in texts) and fits:  # "all my pending orders": every one that fits
             return fits
-        described = [o for o in fits if described_items(
-            {i: info for i, info in state.items.items() if info.get("order_id") == o}, texts)]
+        items = {i: info for i, info in state.items.items() if info.get("order_id") in fits}
+        named = described_items(items, texts)
+        described = [o for o in fits if any(items[i].get("order_id") == o for i in named)]
+        price = price_wanted(texts)
+        if len(described) > 1 and price is not None:  # "the more expensive one" of one product in several orders
+            priced = [i for i in named if isinstance(items[i].get("price"), float)]
+            if priced:
+                best = (max if price[0] > 0 else min)(priced, key=lambda i: float(items[i]["price"]))
+                return [str(items[best]["order_id"])]
         if described:
             return described
         named_anywhere = described_items(dict(state.items), texts)
@@ -723,8 +766,19 @@ class SupportPack(PackBase):
         _narrow(facts, state)
 
     def asks_for_all(self, facts: TurnFacts) -> bool:
-        """"all (my pending) orders", "both orders", "every order", "each of my orders"."""
-        return any(_ALL_ORDERS.search(t) for t in [*facts.user_texts, facts.user_text])
+        """"all (my pending) orders", "both orders", "every order", "each of my orders" — or items of several orders
+        named, none of their products in two of them ("no longer need the boots, the watch and the charger"):
+        each order its own card."""
+        texts = [*facts.user_texts, facts.user_text]
+        if any(_ALL_ORDERS.search(t) for t in texts):
+            return True
+        state = self.state_of(facts)
+        named = described_items(state.items, texts)
+        orders = {state.items[i].get("order_id") for i in named}
+        products: dict[str, set[Any]] = {}
+        for i in named:
+            products.setdefault(str(state.items[i].get("name")), set()).add(state.items[i].get("order_id"))
+        return len(orders) > 1 and all(len(o) == 1 for o in products.values())
 
     def describe_records(self, records: Sequence[str], facts: TurnFacts) -> list[str]:
         """"#W1 (Desk Lamp, Water Bottle; delivered)" for each order read; an order not read yet by its id."""

@@ -83,6 +83,7 @@ SUPPORT_TEXTS = DomainTexts(
         "item": "Which item of the order do you mean?",
         "new_item": "Which option would you like instead?",
         "new_item_choose": "Which one would you like instead: {options}?",
+        "item_choose": "Which one do you mean: {options}?",
         "new_item_for": "Which option of the {options} would you like instead?",
         "payment_method": "Which of your payment methods should I use?",
         "address": "What is the full new address: street, city, state, zip code and country?",
