@@ -137,7 +137,7 @@ def load_sessions(ns: argparse.Namespace, args: Any) -> tuple[list[Any], Path]:
     """The logged sessions ``--from`` names, narrowed by the filters, with their events; and the telemetry
     folder read. Raises :class:`InvalidInput` when nothing is found."""
     from pipelines.core.whatif import LoggedSession, LoggedTurn, group_events, sessions_of_events
-    from serve.ingress import make_store
+    from serve.stores import make_store
     from serve.telemetry import telemetry_dir
 
     src = Path(ns.source).expanduser()

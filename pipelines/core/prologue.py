@@ -40,11 +40,22 @@ S = TypeVar("S", bound=TurnState)
 
 def emitter(ctx: TurnContext, pipeline: str, vault: Vault | None = None) -> Emit:
     """The turn's event log: the turn id and pipeline added, personal fields masked, the vault's values
-    (when the turn has one) replaced by their placeholders."""
+    (when the turn has one) replaced by their placeholders. A turn's events repeat their texts (an observation
+    in its tool event and again in the contract): each distinct text is redacted once per turn."""
+    redacted: dict[str, str] = {}
+
+    def redact(value: Any) -> Any:
+        if isinstance(value, str):
+            if value not in redacted:
+                redacted[value] = vault.redact(value) if vault is not None else value
+            return redacted[value]
+        if isinstance(value, dict):
+            return {redact(str(k)): redact(v) for k, v in value.items()}
+        return [redact(v) for v in value] if isinstance(value, list | tuple) else value
+
     def emit(kind: str, /, **fields: Any) -> None:
         masked = mask_pii_fields(fields)
-        ctx.sink.emit(kind, turn_id=ctx.turn_id, pipeline=pipeline,
-                      **(vault.redact_obj(masked) if vault is not None else masked))
+        ctx.sink.emit(kind, turn_id=ctx.turn_id, pipeline=pipeline, **(redact(masked) if vault is not None else masked))
 
     return emit
 

@@ -223,7 +223,23 @@ def test_bench_guard_judges_small_corpora_and_writes_every_table(tmp_path: Path)
     assert sum(v["n"] for v in doc["benign_hard_by_lang"].values()) == len(hard)
     tables = [*splits.values(), doc["pyrit"], *doc["encoded"].values(), doc["benign_plain"], doc["benign_hard"]]
     assert all(0 <= t[f"{k}_pct"] <= 100 for t in tables for k in (*bench.LAYERS, "deployed"))
-    assert len(doc["benign_hard"]["items"]) == round(doc["benign_hard"]["deployed_pct"] * len(hard) / 100)
+    # every hard-benign text the guard stopped (refused or asked) is listed with its decision
+    assert len(doc["benign_hard"]["items"]) == round(doc["benign_hard"]["stopped_pct"] * len(hard) / 100)
+    assert {i["decision"] for i in doc["benign_hard"]["items"]} <= {"block", "ask"}
+    fresh = bench.FRESH_BENIGN
+    assert doc["benign_fresh"]["n"] == len(fresh) and len({lang for lang, _ in fresh}) >= 5
+    assert set(doc["benign_fresh_by_lang"]) == {f"fresh:{lang}" for lang, _ in fresh}
+    for t in tables + [doc["benign_fresh"]]:  # stopped = refused + asked; either layer firing covers both
+        assert t["stopped_pct"] == pytest.approx(t["refused_pct"] + t["asked_pct"], abs=0.02)
+    # the curve: every threshold of the grid (and the shipped one), then every refuse_score
+    knobs = [(pt["knob"], pt["value"]) for pt in doc["curve"]]
+    assert [v for k, v in knobs if k == "refuse_score"] == list(bench.CURVE_REFUSE)
+    assert set(bench.CURVE_THRESHOLDS) | {round(doc["threshold"], 4)} == {v for k, v in knobs if k == "threshold"}
+    for pt in doc["curve"]:
+        for name in ("garak", "pyrit", "encoded", "plain", "hard", "fresh"):
+            row = pt[name]
+            assert 0 <= row["refused"] <= row["stopped"] <= 100 and 0 <= row["either"] <= 100
+            assert row["stopped"] == pytest.approx(row["refused"] + row["asked"], abs=0.02)
     assert doc["loco"] is None and doc["guard_version"]
     assert set(doc["cost_ms"]) == {"views+rules", "learned layer", "pre-guard (all)"}
     assert all(math.isfinite(v["p50_ms"]) and 0 < v["p50_ms"] <= v["p99_ms"] for v in doc["cost_ms"].values())
@@ -392,3 +408,16 @@ def test_bench_overhead_measures_the_four_paths_on_fakes_and_writes_its_ratios(t
     assert len(ratios) == 6 and all(math.isfinite(doc[k]) and doc[k] > 0 for k in ratios)
     assert doc["server_first_token_ms"] == {"turn": {"p50": 7.0, "p90": 7.0}, "turn_grpc": {"p50": 9.0, "p90": 9.0}}
     assert set(doc["outside_ingress_ms"]) == {"turn", "turn_grpc"}
+
+
+def test_bench_whatif_times_its_candidates_on_a_logged_run(tmp_path: Path) -> None:
+    from .test_whatif_cli import logged_run
+
+    root = logged_run(tmp_path)
+    doc = _script("bench_whatif").run(str(root), str(root / "app.yaml"), turns=10, work=tmp_path)
+    assert doc["distinct_turns"] == 4 and doc["copies"] == 3 and doc["turns"] == 12
+    noop, w3 = doc["candidates"]["noop"], doc["candidates"]["w3_always"]
+    assert noop["turns"] == w3["turns"] == 12
+    assert noop["changed"] == 0 and noop["baseline_sessions"] == 0  # each session re-decided once
+    assert noop["turns_per_min_wall"] > 0 and noop["turns_per_min_cpu"] > 0
+    assert noop["model_calls"]["missing"] == 0 and noop["model_calls"]["live"] == 0

@@ -24,14 +24,17 @@ RAW = load_domain("support").rule_tables()
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A logged run: two sessions' events (JSON lines), their turns.jsonl, a config whose session store holds
-    them (owned by team-a, PII sealed in the vault)."""
+    return logged_run(tmp_path_factory.mktemp("whatif-run"))
+
+
+def logged_run(root: Path) -> Path:
+    """A logged run under ``root``: two sessions' events (JSON lines), their turns.jsonl, a config
+    (``app.yaml``) whose session store holds them (owned by team-a, PII sealed in the vault)."""
     from cryptography.fernet import Fernet
 
     from serve.config import load_serve_file
-    from serve.ingress import make_store
+    from serve.stores import make_store
 
-    root = tmp_path_factory.mktemp("whatif-run")
     tele = root / "telemetry"
     tele.mkdir()
     played = [

@@ -4,6 +4,7 @@
 
     WhatIfReport   ``turns`` logged, ``replayed`` (re-decided), ``changed`` (turns with any changed decision),
                    ``by_kind`` {kind: {same, changed}}, ``newly_refused`` / ``newly_escalated`` turns,
+                   ``estimated`` (turns that took a logged model output for a call whose input changed),
                    ``changes`` (per turn: the redacted text, both decisions of each changed kind, the rule or
                    row responsible), ``not_reproduced`` (turns whose baseline re-run differs from the log),
                    ``model_calls`` (where the candidate's model outputs came from), ``skipped`` sessions
@@ -64,6 +65,10 @@ class WhatIfReport(BaseModel):
     by_kind: dict[str, KindCount] = Field(default_factory=lambda: {k: KindCount() for k in KINDS})
     newly_refused: int = 0
     newly_escalated: int = 0
+    estimated: int = Field(0, description="Turns whose candidate re-run took a logged output for a model call "
+                           "whose input it changed (or found none): their decisions are an estimate.")
+    baseline_runs: int = Field(0, description="Sessions re-run as served too (the others the candidate "
+                               "decided exactly as served).")
     changes: list[Change] = Field(default_factory=list)
     not_reproduced: list[dict[str, Any]] = Field(default_factory=list)
     model_calls: dict[str, int] = Field(default_factory=dict)

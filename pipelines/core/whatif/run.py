@@ -6,13 +6,15 @@
                    kernels and tables, and which model roles (if any) it re-runs on a live client
     rerun_session  the session's turns in order through the real turn runner and pipeline on the playback
                    ports (each turn reads the history its own side wrote), one :class:`TurnRun` per turn
-    what_if        baseline and candidate over every session; per turn the decisions of both
-                   (:mod:`.decisions`) are compared kind by kind, and the baseline against the log
-                   (``reproduced``: the playback reproduces what was served)
+    what_if        the candidate over every session, and the baseline wherever the candidate does not
+                   decide every turn as served on the logged model outputs alone; per turn the decisions
+                   of both (:mod:`.decisions`) are compared kind by kind, and the baseline against the log
+                   (``not_reproduced``: where the playback does not reproduce what was served)
 
 Both sides play the same log back, so what differs between them is the candidate's doing; where the
 baseline itself does not reproduce the log (a logged turn under older tables, a value the log masks) the
-report says so per turn. The report's counts and changes are :class:`~.report.WhatIfReport`.
+report says so per turn. A session the candidate decides exactly as served needs no baseline: nothing
+changed there (the no-op candidate runs each session once). The report is :class:`~.report.WhatIfReport`.
 """
 
 from __future__ import annotations
@@ -119,6 +121,13 @@ def replayable(session: LoggedSession, prefix: str = "tandem") -> str | None:
     return None
 
 
+def _as_served(session: LoggedSession, runs: Sequence[TurnRun], prefix: str) -> bool:
+    """Whether a re-run decided every turn as the log has it, on the logged model outputs alone (then the
+    other side, run on the same log, has nothing to tell apart and need not run)."""
+    return all(not changed_kinds(decisions_of(t.events, prefix=prefix), without_candidates(r.decisions))
+               and all(x["source"] == "logged" for x in r.calls) for t, r in zip(session.turns, runs, strict=True))
+
+
 def _sources(runs: Sequence[TurnRun]) -> dict[str, int]:
     counts = dict.fromkeys(SOURCES, 0)
     for r in runs:
@@ -140,15 +149,16 @@ async def what_if(sessions: Sequence[LoggedSession], base: Setup, cand: Setup, *
     gate = asyncio.Semaphore(max(1, concurrency))
     cand_runs: list[TurnRun] = []
 
-    async def one(session: LoggedSession) -> tuple[LoggedSession, list[TurnRun], list[TurnRun]] | None:
+    async def one(session: LoggedSession) -> tuple[LoggedSession, list[TurnRun] | None, list[TurnRun]] | None:
         why = replayable(session, base.prefix)
         if why is not None:
             report.skipped.append({"session_id": session.session_id, "why": why})
             return None
         async with gate:
-            b = await rerun_session(session, base, base_pipe)
             c = await rerun_session(session, cand, cand_pipe)
-        return session, b, c
+            if _as_served(session, c, base.prefix):
+                return session, None, c  # every turn decided as served, every model output the logged one
+            return session, await rerun_session(session, base, base_pipe), c
 
     results = await asyncio.gather(*(one(s) for s in sessions))
     for res in results:
@@ -156,9 +166,11 @@ async def what_if(sessions: Sequence[LoggedSession], base: Setup, cand: Setup, *
             continue
         session, b_runs, c_runs = res
         cand_runs += c_runs
+        report.baseline_runs += b_runs is not None
         earlier: int | None = None
-        for turn, b, c in zip(session.turns, b_runs, c_runs, strict=True):
+        for turn, b, c in zip(session.turns, b_runs or c_runs, c_runs, strict=True):
             report.replayed += 1
+            report.estimated += any(x["source"] in ("estimated", "missing") for x in c.calls)
             logged = decisions_of(turn.events, prefix=base.prefix)
             off = changed_kinds(logged, without_candidates(b.decisions))
             if off:
