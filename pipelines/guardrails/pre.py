@@ -303,13 +303,16 @@ class PreGuard:
                 return "user_requested_human", f"human_request.{i}"
         return None, None
 
-    async def evidence(self, text: str) -> tuple[Evidence, Evidence | None, list[ClassifierHit]]:
+    async def evidence(self, text: str, *, always: bool = False) -> tuple[Evidence, Evidence | None, list[ClassifierHit]]:
         """What the layers find in ``text``: in the customer's own words, in the whole message when it
         quotes material (``None`` when it quotes nothing, or the table does not judge quotes apart), and
-        every hit of the whole message (flag hits too; those found only in quoted material marked)."""
+        every hit of the whole message (flag hits too; those found only in quoted material marked).
+
+        The own words are read apart only when something fired on the whole message, unless ``always``
+        (a sweep over thresholds needs them for every text)."""
         whole, hits = await self._evidence(views(text))
         dc = self.config.decision
-        if not whole.hits and not whole.learned_fires(self._threshold()):
+        if not always and not whole.hits and not whole.learned_fires(self._threshold()):
             return whole, None, hits
         own_text = split_quoted(text).own if dc is not None and dc.quoted else text
         if own_text == text:

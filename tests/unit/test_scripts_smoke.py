@@ -223,7 +223,23 @@ def test_bench_guard_judges_small_corpora_and_writes_every_table(tmp_path: Path)
     assert sum(v["n"] for v in doc["benign_hard_by_lang"].values()) == len(hard)
     tables = [*splits.values(), doc["pyrit"], *doc["encoded"].values(), doc["benign_plain"], doc["benign_hard"]]
     assert all(0 <= t[f"{k}_pct"] <= 100 for t in tables for k in (*bench.LAYERS, "deployed"))
-    assert len(doc["benign_hard"]["items"]) == round(doc["benign_hard"]["deployed_pct"] * len(hard) / 100)
+    # every hard-benign text the guard stopped (refused or asked) is listed with its decision
+    assert len(doc["benign_hard"]["items"]) == round(doc["benign_hard"]["stopped_pct"] * len(hard) / 100)
+    assert {i["decision"] for i in doc["benign_hard"]["items"]} <= {"block", "ask"}
+    fresh = bench.FRESH_BENIGN
+    assert doc["benign_fresh"]["n"] == len(fresh) and len({lang for lang, _ in fresh}) >= 5
+    assert set(doc["benign_fresh_by_lang"]) == {f"fresh:{lang}" for lang, _ in fresh}
+    for t in tables + [doc["benign_fresh"]]:  # stopped = refused + asked; either layer firing covers both
+        assert t["stopped_pct"] == pytest.approx(t["refused_pct"] + t["asked_pct"], abs=0.02)
+    # the curve: every threshold of the grid (and the shipped one), then every refuse_score
+    knobs = [(pt["knob"], pt["value"]) for pt in doc["curve"]]
+    assert [v for k, v in knobs if k == "refuse_score"] == list(bench.CURVE_REFUSE)
+    assert set(bench.CURVE_THRESHOLDS) | {round(doc["threshold"], 4)} == {v for k, v in knobs if k == "threshold"}
+    for pt in doc["curve"]:
+        for name in ("garak", "pyrit", "encoded", "plain", "hard", "fresh"):
+            row = pt[name]
+            assert 0 <= row["refused"] <= row["stopped"] <= 100 and 0 <= row["either"] <= 100
+            assert row["stopped"] == pytest.approx(row["refused"] + row["asked"], abs=0.02)
     assert doc["loco"] is None and doc["guard_version"]
     assert set(doc["cost_ms"]) == {"views+rules", "learned layer", "pre-guard (all)"}
     assert all(math.isfinite(v["p50_ms"]) and 0 < v["p50_ms"] <= v["p99_ms"] for v in doc["cost_ms"].values())
