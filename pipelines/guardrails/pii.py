@@ -199,11 +199,25 @@ class Vault:
         value = self._by_id.get(pid)
         return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:12]
 
+    def adopt(self, entries: dict[str, str]) -> list[str]:
+        """Take over placeholders issued in an earlier turn for values this turn has not seen yet (a record's
+        address observed then): each whose id is free and whose value has no placeholder here; returns them."""
+        taken: list[str] = []
+        for pid, value in entries.items():
+            m = PLACEHOLDER_RE.fullmatch(pid)
+            if not m or pid in self._by_id or _key(m.group(1), value) in self._by_value or not isinstance(value, str):
+                continue
+            self._by_id[pid] = value
+            self._by_value[_key(m.group(1), value)] = pid
+            taken.append(pid)
+        return taken
+
     def _placeholder(self, kind: str, value: str) -> str:
         key = _key(kind, value)
         pid = self._by_value.get(key)
         if pid is None:
-            n = 1 + sum(1 for p in self._by_id if p.startswith(f"[{kind}_"))
+            n = 1 + max((int(m.group(2)) for p in self._by_id if (m := PLACEHOLDER_RE.fullmatch(p))
+                         and m.group(1) == kind), default=0)
             pid = f"[{kind}_{n}]"
             self._by_value[key] = pid
             self._by_id[pid] = value.strip()

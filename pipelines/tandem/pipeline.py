@@ -90,6 +90,8 @@ class TandemPipeline:
             tables.cancel()
             raise
         quiet(tables)
+        typed = set(st.vault.ids())  # the user's own values: rebuilt from their texts on every turn
+        st.vault.adopt(_observed_pii(ctx))  # values of their records observed earlier (a pending card names them)
         st.phi = quiet(asyncio.ensure_future(_phi(tables)))  # what W1's labels wait for
         st.meta = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": self.domain.name,
                    "declined": declined_of(ctx.history), "asked": asked_of(ctx.history),
@@ -97,6 +99,8 @@ class TandemPipeline:
         try:
             async for event in self._turn(st, state):
                 yield event
+            # observed values keep their placeholders next turn (the store seals them with the session's vault)
+            st.meta["observed_pii"] = {p: v for p, v in st.vault.entries().items() if p not in typed}
         finally:
             for task in (st.phi, tables):
                 if not task.done():
@@ -136,6 +140,15 @@ def stated_fixed(fixed: dict[str, list[str]], texts: list[str]) -> dict[str, lis
     """The pack's fixed vocabulary values that occur, as whole words, in the user's texts."""
     out = {kind: [v for v in values if appears_in(v, texts)] for kind, values in fixed.items()}
     return {k: v for k, v in out.items() if v}
+
+
+def _observed_pii(ctx: TurnContext) -> dict[str, str]:
+    """The placeholders the last recorded turn issued for values of the user's records (``meta.observed_pii``)."""
+    for t in reversed(ctx.history):
+        m = t.meta.get(META_KEY)
+        if isinstance(m, dict) and isinstance(m.get("observed_pii"), dict):
+            return {str(k): str(v) for k, v in m["observed_pii"].items()}
+    return {}
 
 
 async def _phi(tables: asyncio.Future[W1Tables]) -> Any:
