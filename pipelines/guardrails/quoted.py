@@ -15,8 +15,9 @@ so evidence that stands only inside a quotation counts less than evidence in the
     forwarded     from a line that opens a forwarded message (a row of dashes or a bracket around a
                   short title such as "Forwarded message" / "Original Message", or a header line
                   ``From:`` / ``De :`` / ``Von:`` … followed by more header lines) to the end of the
-                  message; a last paragraph after it of at most :data:`MAX_TAIL` characters is the
-                  customer's own words again (the question asked about the forwarded mail)
+                  message; when a body paragraph follows the headers, a last paragraph after it of at
+                  most :data:`MAX_TAIL` characters is the customer's own words again (the question
+                  asked about the forwarded mail)
 
 A quoted span is replaced in :attr:`Quoted.own` by :data:`MARK` (so the sentence around it still reads
 as a sentence). Quotation marks never pair across more than :data:`MAX_QUOTE` characters.
@@ -112,12 +113,11 @@ def _forwarded(text: str) -> tuple[int, int] | None:
             continue
         start, end = starts[i], len(text)
         rest = text[start:]
-        paras = [m for m in re.finditer(r"\n\s*\n", rest)]
-        if paras:
-            tail_at = paras[-1].end()
-            tail = rest[tail_at:]
+        breaks = list(re.finditer(r"\n\s*\n", rest))
+        if len(breaks) >= 2:  # headers, a body, then a last paragraph: the question asked about the mail
+            tail = rest[breaks[-1].end():]
             if 0 < len(tail.strip()) <= MAX_TAIL and not _HEADER.match(tail):
-                end = start + paras[-1].start()
+                end = start + breaks[-1].start()
         return start, end
     return None
 
@@ -146,7 +146,7 @@ def _quotations(text: str, taken: list[tuple[int, int]]) -> list[tuple[int, int]
         if close is None:
             i += 1
             continue
-        j = _closing(text, i + 1, close, edge=c in "\"'\u2018\u2019")
+        j = _closing(text, i + 2, close, edge=c in "\"'\u2018\u2019")  # a quotation holds one character at least
         if j is None:
             i += 1
             continue
