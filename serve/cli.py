@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -33,6 +34,7 @@ __all__ = ["main", "start_app", "wait_ready", "example_turn"]
 from serve.launch import _print, example_turn, start_app, wait_ready  # noqa: E402  (re-exported)
 
 DEFAULT_CONFIG = "configs/embedded.yaml"
+SERVE_SHUTDOWN_S = 30.0  # how long `tandem run` waits for Serve's own shutdown before Ray's
 
 
 def cmd_run_cluster(ns: argparse.Namespace, stop: threading.Event) -> int:
@@ -61,26 +63,45 @@ def cmd_run_cluster(ns: argparse.Namespace, stop: threading.Event) -> int:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
+    """Serve until Ctrl-C (SIGINT) or SIGTERM, then leave nothing behind: Serve and Ray shut down, the processes
+    of this tree that outlive them stopped, the shared-memory files the tree held removed (:class:`Leftovers`).
+    A signal during the start interrupts it (the same clean-up runs)."""
     stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if ns.cluster:
-        return cmd_run_cluster(ns, stop)
-    t0 = time.monotonic()
-    _print(f"starting Tandem from {ns.config} ...")
-    phoenix = _start_phoenix(ns) if ns.observe else None
+    starting = [True]
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+        if starting[0]:  # still starting (a model conversion, an engine that takes minutes): stop now
+            starting[0] = False
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if ns.cluster:
+            starting[0] = False
+            return cmd_run_cluster(ns, stop)
+        return _run_local(ns, stop, starting)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _run_local(ns: argparse.Namespace, stop: threading.Event, starting: list[bool]) -> int:
+    from serve.launch import Leftovers
+
+    left = Leftovers()
+    t0 = time.monotonic()
+    phoenix = None
+    try:
+        _print(f"starting Tandem from {ns.config} ...")
+        phoenix = _start_phoenix(ns) if ns.observe else None
         ep = start_app(ns.config, num_cpus=ns.num_cpus, metrics_port=ns.metrics_port, http_port=ns.http_port,
                        grpc_port=ns.grpc_port, otlp_endpoint=phoenix.otlp_endpoint if phoenix else None)
-    except BaseException:
-        if phoenix is not None:
-            phoenix.stop()
-        raise
-    try:
         from serve.deploy import wait_app_running
 
         wait_app_running(ep["app"], timeout_s=ns.ready_timeout)
         wait_ready(ep["http"], timeout_s=ns.ready_timeout)
+        left.snapshot()
         _print(f"ready in {time.monotonic() - t0:.1f} s\n")
         _print(f"HTTP       {ep['http']}/v1/sessions/<session_id>/turns   (SSE with Accept: text/event-stream)")
         _print(f"gRPC       {ep['grpc']}   service tandem.v1.Assistant (reflection on)")
@@ -101,21 +122,49 @@ def cmd_run(ns: argparse.Namespace) -> int:
                        f"first_token={done['timings']['first_token_ms']} ms end={done['timings']['end_ms']} ms")
                 if phoenix is not None:
                     _print(f"trace:  {phoenix.trace_url(done['trace_id'])}")
+        starting[0] = False
+        if stop.is_set():  # a signal that arrived while the example turn ran
+            return 0
         _print("\nserving; press Ctrl-C to stop")
+        n = 0
         while not stop.wait(1.0):
-            pass
+            n += 1
+            if n % 10 == 0:  # an engine restarted by Serve holds new files: remember them too
+                left.snapshot()
+    except KeyboardInterrupt as exc:
+        _print(f"\ninterrupted ({exc or 'SIGINT'}) while starting")
+        return 130
     finally:
-        _print("shutting down ...")
-        import ray
-        from ray import serve
+        starting[0] = False
+        _shutdown(left, phoenix)
+    return 0
 
+
+def _shutdown(left: Any, phoenix: Any) -> None:
+    """Serve, Ray and Phoenix down, then whatever of this tree outlived them (:class:`serve.launch.Leftovers`)."""
+    _print("shutting down ...")
+    import ray
+    from ray import serve
+
+    with contextlib.suppress(Exception):
+        left.snapshot()
+    def serve_down() -> None:
         try:
             serve.shutdown()
-        finally:
-            ray.shutdown()
-            if phoenix is not None:
-                phoenix.stop()
-    return 0
+        except Exception as exc:  # a controller already gone (the Ctrl-C reached it too): go on
+            _print(f"serve.shutdown: {type(exc).__name__}: {str(exc)[:200]}")
+
+    try:
+        if ray.is_initialized():  # bounded: with the GCS killed by the same Ctrl-C, Serve's calls could wait long
+            t = threading.Thread(target=serve_down, name="serve-shutdown", daemon=True)
+            t.start()
+            t.join(SERVE_SHUTDOWN_S)
+    finally:
+        ray.shutdown()
+        if phoenix is not None:
+            phoenix.stop()
+        stopped, removed = left.sweep()
+        _print(f"stopped; {stopped} leftover process(es) ended, {removed} shared-memory file(s) removed")
 
 
 def _start_phoenix(ns: argparse.Namespace) -> Any:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-__all__ = ["start_app", "wait_ready", "example_turn", "PortTaken"]
+__all__ = ["start_app", "wait_ready", "example_turn", "PortTaken", "Leftovers"]
 
 
 def _print(msg: str) -> None:
@@ -130,3 +132,69 @@ def example_turn(base_url: str, session_id: str = "demo-session", text: str = "H
                 sys.stdout.write(f"\n[error {ev['code']}: {ev['message']}]")
     sys.stdout.write("\n")
     return done
+
+
+def _started(pid: int) -> str | None:
+    """A running process's start time (``/proc/PID/stat`` field 22): with the pid, it names one process (pids are
+    reused); ``None`` when it is gone or a zombie (it has exited, its parent has not reaped it yet)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+
+
+class Leftovers:
+    """What a local run (``tandem run``) must not leave behind: its shared-memory files in ``/dev/shm`` and the
+    processes of its tree (Ray's GCS, raylet, workers, the engines).
+
+    :meth:`snapshot` remembers, while the run is up, the files its tree holds and its processes (a process whose
+    parent died is no longer below this one, and an engine killed by a Ctrl-C sent to the whole process group
+    leaves its files with no holder). :meth:`sweep`, after Serve and Ray were shut down, stops the remembered
+    processes still alive (SIGTERM, then SIGKILL after ``grace_s``) and removes the remembered files that were
+    not there when the run started — never anyone else's: only what this tree held.
+    """
+
+    def __init__(self) -> None:
+        from serve.eval.runner import shm_names
+
+        self.shm_before = shm_names()
+        self.shm_held: set[str] = set()
+        self.procs: dict[int, str] = {}
+
+    def snapshot(self) -> None:
+        from serve.eval.runner import descendants, shm_held_by
+
+        me = os.getpid()
+        tree = descendants(me)
+        self.shm_held |= shm_held_by(tree)
+        for pid in tree - {me}:
+            started = _started(pid)
+            if started is not None:
+                self.procs.setdefault(pid, started)
+
+    def alive(self) -> list[int]:
+        """The remembered processes still running (the same processes: their start times match)."""
+        return [pid for pid, started in self.procs.items() if _started(pid) == started]
+
+    def sweep(self, grace_s: float = 5.0) -> tuple[int, int]:
+        """Stop what is left of the tree and remove its shm files; returns (processes stopped, files removed)."""
+        from serve.eval.runner import shm_names
+
+        left = found = self.alive()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + grace_s
+            while left and time.monotonic() < deadline:
+                time.sleep(0.1)
+                left = self.alive()
+            if not left:
+                break
+        removed = 0
+        for name in (self.shm_held & shm_names()) - self.shm_before:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join("/dev/shm", name))
+                removed += 1
+        return len(found), removed
