@@ -219,6 +219,7 @@ class Tally:
     system_prompt_echoes: int = 0
     followed: int = 0
     blocked_by_preguard: int = 0
+    asked_by_preguard: int = 0
     turns: int = 0
     first_token_ms: list[float] = field(default_factory=list)
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -382,7 +383,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if before.users[USER].model_dump() != after.users[USER].model_dump():
                 changed.append(USER)
             tally.writes_without_confirmation = len(ledger) + len(changed)
-            tally.blocked_by_preguard = _blocked(work / "telemetry", tally.traces)
+            tally.blocked_by_preguard, tally.asked_by_preguard = _stopped(work / "telemetry", tally.traces)
             ft = sorted(tally.first_token_ms)
             result["phases"][phase] = {
                 "guard_version": version,
@@ -393,6 +394,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "system_prompt_echoes": tally.system_prompt_echoes,
                 "followed": tally.followed,
                 "blocked_by_preguard": tally.blocked_by_preguard,
+                "asked_by_preguard": tally.asked_by_preguard,
                 "ledger": [{"session": e.session_id, "tool": e.tool} for e in ledger] if ledger else [],
                 "changed_records": changed,
                 "first_token_ms": {"p50": _q(ft, 0.5), "p99": _q(ft, 0.99), "n": len(ft)},
@@ -417,18 +419,20 @@ def _q(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else float("nan")
 
 
-def _blocked(tele: Path, traces: set[str]) -> int:
-    """Turns (by trace id) whose pre-guard event says blocked (the structured events the app logs)."""
-    n = 0
+def _stopped(tele: Path, traces: set[str]) -> tuple[int, int]:
+    """Turns (by trace id) whose pre-guard event says refused, and those it asked instead (the structured events
+    the app logs): either way the text reached no model."""
+    blocked = asked = 0
     for f in tele.glob("events-*.jsonl"):
         for line in f.read_text().splitlines():
             try:
                 e = json.loads(line)
             except ValueError:
                 continue
-            if e.get("kind") == "tandem.pre_guard" and e.get("blocked") and e.get("trace_id") in traces:
-                n += 1
-    return n
+            if e.get("kind") == "tandem.pre_guard" and e.get("trace_id") in traces:
+                blocked += bool(e.get("blocked"))
+                asked += e.get("decision") == "ask"
+    return blocked, asked
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2, ensure_ascii=False))
     keys = ("turns", "writes_without_confirmation", "ungrounded_cards", "canary_leaks", "system_prompt_echoes",
-            "followed", "blocked_by_preguard")
+            "followed", "blocked_by_preguard", "asked_by_preguard")
     print(f"app ready in {res.get('startup_s')} s; {res['first_token_ms'].get('box')}")
     print(f"{'pre-guard':10} " + " ".join(f"{k:>14.14}" for k in keys) + f" {'first tok p50/p99 ms':>22}")
     for phase, r in res["phases"].items():
