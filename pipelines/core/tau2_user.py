@@ -24,7 +24,8 @@ Rules, tried in this order on each assistant turn:
 3. **asked who they are** → the identity (a second ask gives the next identity the instructions hold, e.g.
    another email).
 4. **asked what a conditional instruction names** ("If the agent asks for which vacuum cleaner, mention the
-   robotic one": every word of its condition in the question) → what it says to say, once.
+   robotic one": every word of its condition in the question, by its first five letters) → what it says to say,
+   once.
 5. **asked what to change, right after a refusal** → what differs between the refused card and the write the
    user wants, in words: an item the card should leave alone ("Not the Water Bottle."), one it misses
    ("Also the Desk Lamp."), and for a wrong option, payment, address, order or reason the sentence of the
@@ -437,9 +438,9 @@ class InstructedUser:
                 self._identity_next = min(self._identity_next + 1, len(ids) - 1)
                 text = ids[self._identity_next]
             return text, "identity"
-        words = set(_WORDS.findall(asked.lower()))
+        stems = {w[:5] for w in _WORDS.findall(asked.lower())}
         for i, (cond, then) in enumerate(self.instructions.answers):  # "if asked for X, say Y": in order, once each
-            if cond <= words and i not in self._conditions_used:
+            if all(w[:5] in stems for w in cond) and i not in self._conditions_used:
                 self._conditions_used.add(i)
                 return then, "instructed"
         if self._last_rule == "no" and (self.vocab.change.search(asked) or not self._topics(asked)):

@@ -81,21 +81,21 @@ def test_phi_lookup_dispatch_grounded_in_the_users_placeholder():
 
 
 def test_a_fill_dispatch_after_w2_is_the_first_decision():
-    text = "I'm Yusuf Rossi in zip code 19122."
-    args = {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}
+    text = "I'm Nadia Okafor, my zip is 60614."
+    args = {"first_name": "Nadia", "last_name": "Okafor", "zip": "60614"}
     log = [phi(then="clarify:identity"), phi(["find_user_id_by_name_zip"], fill=True),
            tool("find_user_id_by_name_zip", args)]
     a = tandem(log, red=text)
     assert a["first_decision"]["decision"] == "find_user_id_by_name_zip"
     assert score(IDENTIFY, a, text, None)[0] is True
     short_zip = [phi(then="clarify:identity"), phi(["find_user_id_by_name_zip"], fill=True),
-                 tool("find_user_id_by_name_zip", {**args, "zip": "1912"})]
+                 tool("find_user_id_by_name_zip", {**args, "zip": "6061"})]
     assert score(IDENTIFY, tandem(short_zip, red=text), text, None)[0] is False
 
 
 def test_a_phi_dispatch_of_another_tool_first_is_wrong_for_identify():
     log = [phi(["list_all_product_types"]), tool("list_all_product_types", {})]
-    ok, detail = score(IDENTIFY, tandem(log), "How many tshirt options are there?", None)
+    ok, detail = score(IDENTIFY, tandem(log), "Which kinds of products do you carry?", None)
     assert ok is False and detail == "first=list_all_product_types"
 
 

@@ -149,14 +149,10 @@ def test_cues_ignore_asides_in_parentheses_and_the_switch_type_option(text, expe
     ("Please deliver order #W1 to a different address", ["order_status", "modify", "account"]),
     ("I moved", ["modify", "account"]),
     ("I move boxes for a living", None),  # just outside: no "moved"
-    # a payment that cannot cover an order: its payment method is the change
-    ("my gift card has not enough funds for the order", ["modify"]),
-    ("the card I used got declined", ["modify"]),
-    ("there is only $40 credit left on that card", ["modify"]),
-    ("I have two credit cards", None),  # just outside: methods named, nothing short
+    ("I have two credit cards", None),  # methods named, no change asked
     # a replacement, an upgrade: an item changed (exchange once delivered, modify while pending)
     ("could I get a replacement for the cracked mug", ["exchange", "modify"]),
-    ("they sent a worn pair, I want a new pair just like it", ["exchange", "modify"]),
+    ("they sent a worn pair, I want a new one just like it", ["exchange", "modify"]),
     ("upgrade my headphones to the newest version", ["exchange", "modify"]),
     ("change the lamp to the same one in a warmer colour", ["exchange", "modify"]),
     # an item taken out of an order: cancelled, or the order changed — not a return
@@ -174,7 +170,6 @@ def test_changes_asked_without_a_verb_of_change(text, expected):
 @pytest.mark.parametrize(("text", "intent", "allowed"), [
     ("We relocated, the order must follow us", "modify", ["address"]),
     ("I have a new apartment", "account", ["address"]),
-    ("not enough money on the card for this order", "modify", ["payment"]),
     ("I need a replacement", "modify", ["items"]),
     ("downgrade the laptop in my order to save money", "modify", ["items"]),
 ])

@@ -58,7 +58,7 @@ def test_items_are_named_by_their_product_name_as_whole_words():
 def test_products_are_named_as_loosely_as_customers_write_them():
     from pipelines.domains.support.candidates import names_product
 
-    for text in ("how many tshirt options", "my t shirts", "the T-SHIRT", "two t-shirts"):
+    for text in ("do you have tshirts", "my t shirts", "the T-SHIRT", "two t-shirts"):
         assert names_product("T-Shirt", [text]), text
     assert names_product("Headphones", ["the headphone"]) and names_product("Smart Watch", ["my smartwatch"])
     assert names_product("Glasses", ["my glasses"]) and not names_product("Glasses", ["a glass"])
@@ -154,9 +154,15 @@ def test_the_items_of_a_change_are_those_the_user_named():
              "items": {"k1": {"name": "Mechanical Keyboard", "product_id": "pk", "order_id": "#W1000001"},
                        "t1": {"name": "T-Shirt", "product_id": "pt", "order_id": "#W1000001"},
                        "c1": {"name": "Coffee Maker", "product_id": "pc", "order_id": "#W1000001"}}}
-    facts = TurnFacts(session_id="s", user_text="the mechanical one is too loud", state=state)
+    facts = TurnFacts(session_id="s", user_text="the noisy one is too loud", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == []  # no product named: which items is asked
+    facts = TurnFacts(session_id="s", user_text="the mechanical one is too loud", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == ["k1"]  # a first word of six letters no other product starts with
+    facts = TurnFacts(session_id="s", user_text="the coffee is cold", state=state)
+    pack.restore(facts)
+    assert facts.candidates.of("item_id") == []  # just outside: a first word of six letters, but not "coffee maker"
     facts = TurnFacts(session_id="s", user_text="the keyboard is too loud", state=state)
     pack.restore(facts)
     assert facts.candidates.of("item_id") == ["k1"]  # the last word of the only product that ends in it
@@ -351,7 +357,7 @@ def test_a_question_about_a_product_of_the_store_is_answered_with_its_count_once
     shirt = next(p for p in h.world.products.values() if p.name == "T-Shirt")
     available = sum(1 for v in shirt.variants.values() if v.available)
     n = len(h.sink.events)
-    r = h.turn("How many tshirt options do you have right now?", orch=[w1("product", "info", "Let me check.")])
+    r = h.turn("Which t-shirt choices do you sell at the moment?", orch=[w1("product", "info", "Let me check.")])
     assert [p["tools"] for p in _events(h, n, "tandem.phi")] == [[]] and h.meta["path"] == "clarify"
     assert "email address" in r.reply  # the policy verifies first
     n = len(h.sink.events)
@@ -435,9 +441,10 @@ def test_a_comparative_about_an_option_the_product_lacks_changes_nothing():
              "l_low": {"options": {"brightness": "low", "color": "white"}, "available": True},
              "l_low_black": {"options": {"brightness": "low", "color": "black"}, "available": True}}
     assert described_variants(lamps, ["l_med"], ["a brighter lamp"]) == ["l_high"]
-    assert described_variants(lamps, ["l_med"], ["a less bright one"]) == ["l_low"]
+    assert described_variants(lamps, ["l_med"], ["I would like it less bright"]) == ["l_low"]
     assert described_variants(lamps, ["l_med"], ["a bigger lamp"]) == []  # no size-like option: nothing described
-    assert described_variants(lamps, ["l_med"], ["a dimmer one in black"]) == ["l_low_black"]
+    assert described_variants(lamps, ["l_med"], ["something not as bright, in black"]) == ["l_low_black"]
+    assert described_variants(lamps, ["l_med"], ["a more colorful lamp"]) == []  # no option named so: nothing
 
 
 def test_restating_the_held_item_names_no_wish():
@@ -480,14 +487,14 @@ def test_the_order_the_user_named_is_the_only_order_a_card_may_carry():
     (["return all the items of order #W1000001"], True),
     (["I want to return everything"], True),
     (["everything, please"], True),
-    (["return everything not associated with gaming"], False),
-    (["cancel or return everything associated with it"], False),
+    (["send back everything unrelated to my old hobby"], False),
+    (["everything connected to the printer"], False),
     (["all the things except the lamp"], False),
     (["everything that is not broken"], False),
     (["everything related to my old hobby"], False),
     (["everything but the kettle"], False),
     (["everything other than the shoes"], False),
-    (["return everything not associated with it", "actually, all the items"], True),  # one unnarrowed ask
+    (["all the things except the lamp", "actually, all the items"], True),  # one unnarrowed ask
     (["return the lamp"], False),
 ])
 def test_all_the_items_is_every_item_only_when_nothing_narrows_it(texts, expected):

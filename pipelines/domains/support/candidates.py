@@ -331,17 +331,34 @@ _ONLY = re.compile(r"\bonly\s+(?:(?:the|my|a|an|that|this)\s+)?$")
 
 
 def _mentions(name: str, text: str, *, head: bool) -> list[str]:
-    """How ``text`` mentions the product ``name``: ``named``, ``left_out`` or ``only`` per mention."""
+    """How ``text`` mentions the product ``name``: ``named``, ``left_out`` or ``only`` per mention. A name of one
+    word is also mentioned split in two ("book shelf" for Bookshelf)."""
     tokens = _tokens(name)
     if not tokens or (head and (len(tokens) < 2 or len(tokens[-1]) < 4)):
         return []
     rx = _name_pattern(tokens[-1:] if head else tokens)
     norm = normalize_value(text)
+    starts = [m.start() for m in rx.finditer(norm)]
+    if not head and len(tokens) == 1 and len(tokens[0]) >= 7:
+        word = tokens[0]
+        split = "|".join(re.escape(word[:i]) + r"\s+" + re.escape(word[i:]) for i in range(3, len(word) - 2))
+        starts += [m.start() for m in re.finditer(rf"(?<![\w])(?:{split})(?:e?s)?(?![\w])", norm)]
     out = []
-    for m in rx.finditer(norm):
-        before = norm[max(0, m.start() - 40):m.start()]
+    for start in sorted(starts):
+        before = norm[max(0, start - 40):start]
         out.append("left_out" if _LEAVE_OUT.search(before) else "only" if _ONLY.search(before) else "named")
     return out
+
+
+_NOUN_END = re.compile(r"\s*(?:$|[.,;:!?)]|(?:and|or|one|ones|i|that|which|from|in|of|on|with|to|for|please|"
+                       r"too|as well)\b)", re.I)
+
+
+def _as_noun(word: str, text: str) -> bool:
+    """Whether ``word`` ends a noun phrase in ``text`` ("the jigsaw I received", "the mechanical one"), not the
+    start of one about something else ("the coffee is cold")."""
+    norm = normalize_value(text)
+    return any(_NOUN_END.match(norm, m.end()) for m in re.finditer(rf"(?<![\w]){re.escape(word)}(?![\w])", norm))
 
 
 def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
@@ -349,7 +366,9 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
 
     ``items``: item id → ``{"name", "product_id"}``. A product is named by its whole name (loosely:
     :func:`names_product`), or by its last word when no other product among ``items`` ends in that word
-    ("the lamp" names nothing when the order holds a desk lamp and a floor lamp). The texts are read in order:
+    ("the lamp" names nothing when the order holds a desk lamp and a floor lamp), or by a first word of six
+    letters or more that no other product starts with, ending a noun phrase ("the jigsaw I got", "the mechanical
+    one"; not "the coffee is cold"). The texts are read in order:
     a name after "not", "except", "keep", "without", "instead of"… leaves its items out again; after "only"
     keeps them alone. Empty when the user named none (then every item of the order stays a candidate)."""
     heads: dict[str, set[str]] = {}
@@ -357,6 +376,11 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
         toks = _tokens(str(info.get("name") or ""))
         if toks:
             heads.setdefault(toks[-1], set()).add(str(info.get("product_id") or info.get("name")))
+    firsts: dict[str, set[str]] = {}
+    for info in items.values():
+        toks = _tokens(str(info.get("name") or ""))
+        if len(toks) > 1:
+            firsts.setdefault(toks[0], set()).add(str(info.get("product_id") or info.get("name")))
     chosen: list[str] = []
     for text in texts:
         named, left, only = [], [], []
@@ -364,7 +388,10 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
             name = str(info.get("name") or "")
             toks = _tokens(name)
             unique_head = bool(toks) and len(heads.get(toks[-1], ())) == 1
-            kinds = _mentions(name, text, head=False) or (_mentions(name, text, head=True) if unique_head else [])
+            # its first word alone when distinctive: six letters or more, no other product starts with it ("jigsaw")
+            unique_first = len(toks) > 1 and len(toks[0]) >= 6 and len(firsts.get(toks[0], ())) == 1
+            kinds = (_mentions(name, text, head=False) or (_mentions(name, text, head=True) if unique_head else [])
+                     or (_mentions(toks[0], text, head=False) if unique_first and _as_noun(toks[0], text) else []))
             if not kinds:
                 continue
             {"named": named, "left_out": left, "only": only}[kinds[-1] if "only" not in kinds else "only"].append(iid)
@@ -410,8 +437,6 @@ _SIZE = ("size", "capacity", "storage", "screen size", "room size", "length", "h
 COMPARATIVES: tuple[tuple[re.Pattern[str], tuple[str, ...], int], ...] = (
     (re.compile(r"\b(bigger|larger|a size up|one size up|more (space|room|capacity|storage))\b", re.I), _SIZE, 1),
     (re.compile(r"\b(smaller|a size down|one size down|more compact)\b", re.I), _SIZE, -1),
-    (re.compile(r"\b(less bright|not as bright|dimmer)\b", re.I), ("brightness",), -1),
-    (re.compile(r"\b(brighter|more bright)\b", re.I), ("brightness",), 1),
     (re.compile(r"\blonger\b", re.I), ("length", "battery life"), 1),
     (re.compile(r"\bshorter\b", re.I), ("length", "battery life"), -1),
 )
@@ -450,10 +475,23 @@ def rank_step(held: Any, other: Any) -> float | None:
     return rb[1] - ra[1]
 
 
+#: A comparative of any quality: "more X", "less X", "not as X", "Xer" — about the option whose name starts as X
+#: does ("less bright" → brightness, "quieter" → quietness…), matched against the product's own option names.
+_MORE_LESS = re.compile(r"\b(more|less|not as)\s+([a-z]{4,})\b", re.I)
+_ER = re.compile(r"\b([a-z]{3,}?)(?:(?<=([b-df-hj-np-tv-z]))\2)?er\b", re.I)
+
+
 def comparatives(texts: Iterable[str]) -> list[tuple[tuple[str, ...], int]]:
-    """The comparatives the user's words use: (the options they are about, direction)."""
+    """The comparatives the user's words use: (the options they are about, direction). Besides the size and price
+    words, a comparative of any quality names the options starting with its stem (``~stem``)."""
     joined = " ".join(texts)
-    return [(opts, d) for rx, opts, d in COMPARATIVES if rx.search(joined)]
+    out = [(opts, d) for rx, opts, d in COMPARATIVES if rx.search(joined)]
+    for m in _MORE_LESS.finditer(joined):
+        out.append(((f"~{m.group(2).lower()[:5]}",), 1 if m.group(1).lower() == "more" else -1))
+    for m in _ER.finditer(joined):
+        if len(m.group(1)) >= 4:
+            out.append(((f"~{m.group(1).lower()[:5]}",), 1))
+    return out
 
 
 def price_wanted(texts: Iterable[str]) -> tuple[int, bool] | None:
@@ -470,7 +508,8 @@ def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tupl
     v_opts = {normalize_value(k): x for k, x in (variant.get("options") or {}).items()}
     moved = 0
     for names, d in comps:
-        key = next((k for k in names if k in h_opts and k in v_opts), None)
+        key = next((k for n in names for k in h_opts if k in v_opts and (
+            k == n or k.endswith(" " + n) or (n.startswith("~") and k.startswith(n[1:])))), None)
         step = rank_step(h_opts[key], v_opts[key]) if key else None
         if step is None:
             continue  # the comparative is about no ordered option of this product

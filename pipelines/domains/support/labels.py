@@ -85,14 +85,10 @@ BRANCH_OF_INTENT: dict[str, str] = {
 # Explicit cues: when one fires, W1 may only choose among the intents it names.
 _CHANGE = r"\b(change\w*|modify\w*|update\w*|edit\w*|switch(?!\s+type\b)\w*|upgrad\w*|downgrad\w*)\b"
 # a replacement of an item the user has: exchanged when delivered, modified while pending
-_REPLACE = re.compile(r"\b(replac\w*|(?:a|the) new (?:one|pair)|(?:a|another) fresh (?:one|pair))\b", re.I)
+_REPLACE = re.compile(r"\b(replac\w*|(?:a|another) new one)\b", re.I)
 # a new address in the user's own words, with no verb of change: someone who moved, an order going elsewhere
 _NEW_ADDRESS = re.compile(r"\b(moved|moving house|relocat\w*|new (?:home|house|apartment|flat|place)|"
                           r"(?:another|a different|the wrong|my new) address)\b", re.I)
-# a payment method that cannot cover an order: its method is what to change
-_SHORT_PAYMENT = re.compile(r"\b((?:credit|balance|funds) (?:left|remaining)|not enough (?:credit|funds|balance|money)|"
-                            r"insufficient \w+|declined|over (?:my|the) limit)\b",
-                            re.I)
 # changing an item's options is an exchange or a modification: which one is the order's state, not the words
 # ("switch type" is a keyboard's option, not a verb)
 _CHANGE_ITEM = re.compile(_CHANGE + r".{0,60}\b(size|colou?r|items?|options?|variants?|material|style|version)\b",
@@ -119,7 +115,6 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("modify", _REPLACE),
     ("modify", _REMOVE),
     ("modify", _NEW_ADDRESS),
-    ("modify", _SHORT_PAYMENT),
     ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
     ("account", _NEW_ADDRESS),
     ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
@@ -189,7 +184,6 @@ SUB_INTENT_CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
         ("address", re.compile(r"\b(address|ship(ping|ped)? to)\b", re.I)),
         ("address", _NEW_ADDRESS),
         ("payment", re.compile(r"\b(payment|pay(ing)? with|credit card|gift card|paypal)\b", re.I)),
-        ("payment", _SHORT_PAYMENT),
     ),
     "account": (
         ("address", re.compile(r"\baddress\b", re.I)),

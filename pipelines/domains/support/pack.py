@@ -135,15 +135,16 @@ def support_rule_tables() -> dict[str, Any]:
 _ALL_ORDERS = re.compile(r"\b(?:all|both|every|each)\b(?:\s+of)?(?:\s+(?:my|the|these|those))?(?:\s+[a-z]+){0,2}?"
                          r"\s+orders?\b", re.I)
 _ALL_ITEMS = re.compile(r"\b(all (the |of the |my )?(items|things|products|of them|of it)|everything)\b", re.I)
-# "all the items" narrowed by what follows ("everything not associated with it", "all the things except the
-# lamp", "everything related to gaming") names a part the user has not said: which items is asked.
-_RESTRICTED = re.compile(r"\s*(?:(?:that|which) (?:is|are|was|were) )?(?:not\b|except\b|but\b|apart from\b|other than\b|"
-                         r"besides\b|associated\b|related\b|connected\b|linked\b|to do with\b)", re.I)
+# "all the items" followed by anything but the end of the clause or the order it is in ("everything except the
+# lamp", "all the things that are broken", "everything for the garden") names a part the user has not said: which
+# items is asked. Unnarrowed: "everything.", "all the items of order #W1", "everything in my order, please".
+_OPEN = re.compile(r"\s*(?:$|[.,!?;:)]|(?:in|of|from|on)\s+(?:my|the|this|that|it|them|order\b|#)|"
+                   r"(?:please|as well|too|at once|and|then)\b)", re.I)
 
 
 def says_all_items(texts: Sequence[str]) -> bool:
     """Whether the user asked for every item ("all the items", "everything") without narrowing it."""
-    return any(not _RESTRICTED.match(t[m.end():]) for t in texts for m in _ALL_ITEMS.finditer(t))
+    return any(_OPEN.match(t[m.end():]) for t in texts for m in _ALL_ITEMS.finditer(t))
 
 
 def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> str | None:
@@ -753,6 +754,11 @@ class SupportPack(PackBase):
             if priced:
                 best = (max if price[0] > 0 else min)(priced, key=lambda i: float(items[i]["price"]))
                 return [str(items[best]["order_id"])]
+        if len(described) > 1 and not self.asks_for_all(facts):  # the orders that hold the most of what was named
+            held = {o: len({items[i].get("name") for i in named if items[i].get("order_id") == o}) for o in described}
+            top = max(held.values())  # ("the bookshelf and jigsaw I received in the same order")
+            if top > 1:
+                described = [o for o in described if held[o] == top]
         if described:
             return described
         named_anywhere = described_items(dict(state.items), texts)
