@@ -1,0 +1,111 @@
+"""What the airline pack gives ``tandem eval``: the instructed scripted user of whole tau2-airline tasks, the oracle
+labels of a request, and what a card's read-back must name.
+
+The user is the core's :class:`pipelines.core.tau2_user.InstructedUser` (the same rules as every pack's: it says only
+what its instructions say) with the airline's words: reservations, flights, passengers, bags, payments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.core.evaluation import PackEvaluation
+from pipelines.core.tau2_user import InstructedUser, InstructedVocabulary
+
+from .labels import CARD_INTENTS
+
+__all__ = ["AirlineEvaluation", "WRITE_TOOLS", "instructed_vocabulary"]
+
+WRITE_TOOLS = frozenset({"cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
+                         "update_reservation_passengers", "book_reservation", "send_certificate"})
+_RESERVATION = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")
+_MONTHS = r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+ASKS: dict[str, re.Pattern[str]] = {  # "order": this pack's record, the reservation
+    "order": re.compile(r"\breservation|\bconfirmation (?:code|number)|\bbooking (?:code|id|number)", re.I),
+    "flight": re.compile(rf"\bflights?\b|\bdates?\b|\bdepart|\breturn\b|\borigin\b|\bdestination\b|\bairports?\b|"
+                         rf"\bcabin\b|\bclass\b|\b{_MONTHS}\b", re.I),
+    "passenger": re.compile(r"\bpassengers?\b|\btravell?ers?\b|\bdate of birth\b|\bwho (?:is|will be) (?:flying|"
+                            r"travell?ing)", re.I),
+    "bags": re.compile(r"\bbags?\b|\bbaggages?\b|\bluggage\b|\bsuitcases?\b", re.I),
+    "payment": re.compile(r"\bpayment|\bpay\b|\bcard\b|\bcertificate|\brefund", re.I),
+    "reason": re.compile(r"\breason\b|\bwhy\b", re.I),
+}
+FACTS: dict[str, re.Pattern[str]] = {
+    "order": _RESERVATION,
+    "flight": re.compile(rf"\b[A-Z]{{3}}\b|\bflights?\b|\b{_MONTHS}\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b(?:economy|business|"
+                         r"basic economy|nonstop|direct|one[- ]way|round[- ]trip)\b", re.I),
+    "passenger": re.compile(r"\bpassengers?\b|\btravell?ers?\b", re.I),
+    "bags": re.compile(r"\bbags?\b|\bbaggages?\b|\bluggage\b|\bsuitcases?\b", re.I),
+    "payment": re.compile(r"\b(?:credit|debit|gift) cards?\b|\bcertificates?\b|\bpay(?:ment)?\b|\brefund", re.I),
+    "reason": re.compile(r"\b(?:because|since|sick|illness|weather|change of plan)\b", re.I),
+}
+UNKNOWN: dict[str, str] = {
+    "reservation": "I don't know the reservation number.",
+    "payment": "I'd like to use a payment method on file.",
+    "reason": "My plans changed.",
+    "bags": "I don't have any bags to add.",
+    "passenger": "Just the passengers already on the reservation.",
+}
+
+
+def instructed_vocabulary() -> InstructedVocabulary:
+    """The airline's words for the instructed user (see module docstring)."""
+    return InstructedVocabulary(
+        write_tools=WRITE_TOOLS, asks=ASKS, facts=FACTS, ids={"order": _RESERVATION},
+        id_line={"order": "It's reservation {id}."}, unknown={**UNKNOWN, "order": UNKNOWN["reservation"]},
+        identity=re.compile(r"\buser id\b|\be-?mail|\b(your|full|first|last) name\b|verif|identif|authenticat|"
+                            r"who you are", re.I),
+        identity_order=("user_id", "email", "name_zip"))
+
+
+class AirlineEvaluation(PackEvaluation):
+    """The airline pack's evaluation hooks (see module docstring)."""
+
+    def scripted_user(self, task: Mapping[str, Any], db: Mapping[str, Any], card_tools: Mapping[str, str],
+                      max_turns: int, kind: str = "instructed") -> Any:
+        if kind != "instructed":
+            return None  # the airline pack keeps no informed user
+        return InstructedUser(task, instructed_vocabulary(), card_tools, max_turns=max_turns)
+
+    def oracle_labels(self, tool: str | None) -> tuple[str, str]:
+        """The (intent, sub-intent) whose card runs ``tool``; a question about a reservation when none."""
+        from .pack import CARDS
+
+        card = next((c.id for c in CARDS if c.tool == tool), None)
+        for key, cards in CARD_INTENTS.items():
+            if card in cards:
+                intent, _, sub = key.partition("/")
+                return intent, sub or {"cancel": "reservation", "book": "flight",
+                                       "compensation": "certificate"}.get(intent, "")
+        return "reservation", "details"
+
+    def readback_terms(self, card_id: str, params: Mapping[str, Any], db: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The reservation, each flight by its number, the cabin, the passengers by their first names, the bag
+        counts and the amount, as the card changes them."""
+        out: dict[str, list[str]] = {}
+        if params.get("reservation_id"):
+            out["reservation_id"] = [str(params["reservation_id"])]
+        flights = params.get("flights")
+        if isinstance(flights, list):
+            out["flights"] = [str(f.get("flight_number")) for f in flights if isinstance(f, Mapping)
+                              and f.get("flight_number")]
+        if params.get("cabin"):
+            out["cabin"] = [str(params["cabin"]).replace("_", " ")]
+        passengers = params.get("passengers")
+        if isinstance(passengers, list):
+            out["passengers"] = [str(p.get("first_name")) for p in passengers if isinstance(p, Mapping)
+                                 and p.get("first_name")]
+        if "total_baggages" in params:
+            out["total_baggages"] = [str(params["total_baggages"])]
+        if params.get("amount") is not None:
+            out["amount"] = [str(params["amount"]).rstrip("0").rstrip(".") if "." in str(params["amount"])
+                             else str(params["amount"])]
+        return {k: v for k, v in out.items() if v}
+
+    def label_tools(self, label: str) -> set[str]:
+        return set()
+
+    def intent_label(self, actions: Sequence[Mapping[str, Any]]) -> str | None:
+        return None
