@@ -338,48 +338,22 @@ class AirlinePack(PackBase):
     def world_from_entities(self, rows: Iterable[tuple[str, str, str]]) -> AirlineWorld:
         return AirlineWorld.from_entities(rows).with_clock(load_world_clock())
 
-    def tool_runner(self, world: Any, ledger: Any) -> LocalToolRunner:
-        return LocalToolRunner(self, world, ledger=ledger)
+    def evaluation(self) -> Any:
+        """The airline's scripted user, oracle labels and read-back terms for ``tandem eval`` (:mod:`.evaluation`)."""
+        from .evaluation import AirlineEvaluation
 
-    def task_replay(self, tau2_dir: str | Path | None = None) -> Any:
+        return AirlineEvaluation()
+
+    def task_replay(self, data_dir: str | Path | None = None) -> TaskReplayHook:
         """The hook that replays tau2-airline's expected actions through these tools."""
         from .replay import AirlineReplay
 
-        return AirlineReplay(tau2_dir)
+        return AirlineReplay(data_dir)
 
-    # -- the tool backend ---------------------------------------------------------------------------
-    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: AirlineWorld) -> CallOutcome:
-        return invoke(self._registry, name, args, ctx, world)
-
-    def precheck(self, name: str, args: dict[str, Any], ctx: ToolContext, world: AirlineWorld) -> str | None:
-        return precheck(self._registry, name, args, ctx, world)
-
-    def ungrounded(self, name: str, args: dict[str, Any], user_texts: Sequence[str], world: AirlineWorld,
-                   user_id: str) -> list[str]:
-        """The write's arguments that are neither in the user's texts nor in their own records."""
-        cands = CandidateSet()
-        for text in user_texts:
-            cands.add_all(self.extract_candidates(text), "user")
-        cands.add_all(self.fixed_candidates(), "record")
-        user = world.users.get(user_id)
-        if user is not None:
-            cands.add_all(cand.record_candidates("get_user_details", user.model_dump(mode="json"), user_id), "record")
-            for rid in user.reservations:
-                res = world.reservations.get(rid)
-                if res is not None:
-                    cands.add_all(cand.record_candidates("get_reservation_details", res.model_dump(mode="json"),
-                                                         user_id), "record")
-        kinds = {k: v for k, v in self.arg_kinds(name).items() if k not in _UNCHECKED}
-        return sorted({arg for arg, _ in ungrounded_args(args, kinds, cands)})
+    def sample_writes(self, world: Any) -> list[SampleWrite]:
+        return sample_writes(self, world)
 
 
-#: Values the backend's grounding re-check leaves to the tool itself: a new itinerary's flights and dates
-#: come from searches (session observations the backend does not hold), amounts and bag counts from
-#: arithmetic the tool re-does (a payment that does not add up is refused).
-_UNCHECKED = frozenset({"flights[].flight_number", "flights[].date", "payment_methods[].amount", "amount",
-                        "total_baggages", "nonfree_baggages"})
-
-
-def load_world_clock():
+def load_world_clock() -> Clock:
     """The clock of the configured data directory's policy (a stored world keeps no clock of its own)."""
     return load_world_clock_for(default_data_dir())
