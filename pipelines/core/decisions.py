@@ -146,8 +146,10 @@ def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) 
             continue
         offer.cards[card.id] = (card, bound_schema(schema))
     topics = [domain.clarify_key(k) for k in missing]
-    # a clarify asks for exactly what a card lacks; "details" only when no card lacks anything namable
-    offer.clarify = list(dict.fromkeys([t for t in topics if t])) or ["details"]
+    # a clarify asks for exactly what a card lacks; "details" only when no card lacks anything namable — and what
+    # the pack needs first (who the user is, before anything of their account) before anything else
+    first = domain.first_question(facts)
+    offer.clarify = [first] if first else (list(dict.fromkeys([t for t in topics if t])) or ["details"])
     offer.select_ids = owned_records(facts, domain.entity_kind)
     return offer
 

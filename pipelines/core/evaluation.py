@@ -94,6 +94,8 @@ class AssistantTurn:
     question: str | None = None
     cards: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     escalated: bool = False
+    options: tuple[str, ...] = ()
+    """The choices a clarify question lists."""
 
     @classmethod
     def from_sse(cls, events: Sequence[Mapping[str, Any]]) -> AssistantTurn:
@@ -101,19 +103,21 @@ class AssistantTurn:
         question = None
         cards: list[tuple[str, Mapping[str, Any]]] = []
         escalated = False
+        options: list[str] = []
         for e in events:
             t = e.get("type")
             if t in ("narration.delta", "reply.delta"):
                 parts.append(str(e.get("text") or ""))
             elif t == "clarify":
                 question = str(e.get("question") or "")
-                parts.append(" " + question + " " + " ".join(map(str, e.get("options") or [])))
+                options = [str(o) for o in e.get("options") or []]
+                parts.append(" " + question + " " + " ".join(options))
             elif t == "action_card":
                 cards.append((str(e.get("card_id")), dict(e.get("params") or {})))
             elif t == "escalation":
                 escalated = True
                 parts.append(" " + str(e.get("message") or ""))
-        return cls("".join(parts).strip(), question, tuple(cards), escalated)
+        return cls("".join(parts).strip(), question, tuple(cards), escalated, tuple(options))
 
 
 _SWAPS = [
@@ -202,6 +206,11 @@ class PackEvaluation:
         """The (intent, sub-intent) of the request whose write runs ``tool`` (``None``: no write left — a
         question), for ``--perception oracle``; ``None`` when the pack cannot say."""
         return None
+
+    def said_as(self, value: str) -> list[str]:
+        """Other ways a user says ``value`` than as it is stored (a state's name for its code): the invented-argument
+        judge takes a value as the user's when one of them is in their words. Default: none."""
+        return []
 
     def readback_terms(self, card_id: str, params: Mapping[str, Any], db: Mapping[str, Any]) -> dict[str, list[str]]:
         """Per argument a card changes, the words its read-back must carry (every one of them), read from the

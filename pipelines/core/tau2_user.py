@@ -419,7 +419,7 @@ class InstructedUser:
         key = _norm(asked)
         repeated = bool(key) and key in self._answered
         self.repeated_asks += repeated
-        reply = self._answer(asked)
+        reply = self._answer(asked, turn.options)
         if reply is None:
             return self._carry_on()
         text, rule = reply
@@ -428,7 +428,7 @@ class InstructedUser:
         self.restated = 0
         return self._say(text, rule, repeated)
 
-    def _answer(self, asked: str) -> tuple[str, str] | None:
+    def _answer(self, asked: str, options: Sequence[str] = ()) -> tuple[str, str] | None:
         if not asked:
             return None
         if self.vocab.identity.search(asked) and self.instructions.identities:
@@ -448,11 +448,28 @@ class InstructedUser:
             if diff:
                 return diff, "what_differs"
         topics = self._topics(asked)
+        chosen = self._choice(asked, options)
+        if chosen:  # a question that lists choices: the sentence of the instructions that picks one
+            return chosen, "chooses"
         if topics:
             text = self._topic_answer(topics)
             if text:
                 return text, "facts"
         return None
+
+    def _choice(self, asked: str, options: Sequence[str]) -> str | None:
+        """For a question that lists choices, the sentence of the instructions that names words only some of the
+        choices have ("I prefer black" for "purple / XL or black / XL?"), not said yet."""
+        if len(options) < 2:
+            return None
+        words = [set(_WORDS.findall(o.lower())) - _STOP for o in options]
+        telling = set().union(*words) - set.intersection(*words)  # what tells the choices apart
+        best, score = None, 0
+        for s in self._unsaid([*self.instructions.sentences, *self.instructions.known]):
+            n = len(telling & set(_WORDS.findall(s.lower())))
+            if n > score:
+                best, score = s, n
+        return best
 
     def _topics(self, asked: str) -> list[str]:
         return [t for t, rx in self.vocab.asks.items() if rx.search(asked)]

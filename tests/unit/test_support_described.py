@@ -425,6 +425,8 @@ def test_a_bigger_one_is_every_larger_capacity_kept_alike_and_never_a_smaller_on
     assert described_variants(BOTTLES, ["b1l"], ["bigger"]) == []  # 2 liters is not available
     assert described_variants(BOTTLES, ["b500"], ["a bigger one in steel"]) == ["b1000_steel"]
     assert described_variants(BOTTLES, ["b500"], ["the 250ml one but bigger"]) == ["b750", "b1l"]  # never smaller
+    assert described_variants(BOTTLES, ["b500"], ["one size bigger please"]) == ["b750"]  # one step: the next one
+    assert described_variants(BOTTLES, ["b250"], ["slightly bigger"]) == ["b500"]
 
 
 def test_the_cheapest_one_is_the_lowest_price_and_cheaper_is_any_lower():

@@ -500,6 +500,23 @@ def price_wanted(texts: Iterable[str]) -> tuple[int, bool] | None:
     return next(((d, top) for rx, d, top in PRICE_WORDS if rx.search(joined)), None)
 
 
+_ONE_STEP = re.compile(r"\b(?:one|a|single) (?:size|step|notch|level)\b|\bslightly\b|\ba (?:bit|little)\b", re.I)
+
+
+def _distance(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tuple[tuple[str, ...], int]]) -> float:
+    """How far ``variant`` moves from the held item along the options the comparatives are about (a comparative
+    without an amount asks for the nearest option in its direction)."""
+    h_opts = {normalize_value(k): x for k, x in (held.get("options") or {}).items()}
+    v_opts = {normalize_value(k): x for k, x in (variant.get("options") or {}).items()}
+    total = 0.0
+    for names, _ in comps:
+        key = next((k for n in names for k in h_opts if k in v_opts and (
+            k == n or k.endswith(" " + n) or (n.startswith("~") and k.startswith(n[1:])))), None)
+        step = rank_step(h_opts[key], v_opts[key]) if key else None
+        total += abs(step) if step is not None else 0.0
+    return total
+
+
 def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tuple[tuple[str, ...], int]],
            price: tuple[int, bool] | None) -> int | None:
     """How many of the user's comparatives ``variant`` satisfies against the held one; None when it goes against
@@ -580,7 +597,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     A variant qualifies when it is available, is not held now, and the user named at least one of its
     option values that the held item does not have, or it satisfies a comparative the user used against
     the held one ("a bigger one": a larger capacity or size; "less bright"; "the cheapest one") — a
-    variant that goes against a comparative never qualifies. The qualifying variants are ranked by how
+    variant that goes against a comparative never qualifies, and among those that satisfy it the nearest wins (a
+    comparative of one step — "one size smaller", "slightly bigger" — asks for the next option in its direction). The qualifying variants are ranked by how
     many of their option values the user named that the held item does not have (a description of the held
     item — "change it (black, XXL) to purple, S" — names no wish) plus comparatives satisfied, then by how
     many option values they
@@ -597,7 +615,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     no_wish = kept_values | theirs
     comps, price = (comparatives(texts), price_wanted(texts)) if len(held) == 1 else ([], None)
     heads = _value_heads(variants)
-    scored: list[tuple[tuple[int, int], str]] = []
+    step_of_one = any(_ONE_STEP.search(t) for t in texts)  # a comparative of one step: the nearest option only
+    scored: list[tuple[tuple[int, int, float], str]] = []
     for vid, v in variants.items():
         if not isinstance(v, Mapping) or not v.get("available") or vid in held:
             continue
@@ -612,7 +631,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         if not moved and not any(normalize_value(x) not in no_wish for x in named):
             continue
         changed = [x for x in named if normalize_value(x) not in no_wish]  # a restated held value is no wish
-        scored.append(((len(changed) + moved, sum(normalize_value(x) in kept_values for x in values)), vid))
+        near = -_distance(variants[held[0]], v, comps) if held and step_of_one else 0.0  # "one size smaller"
+        scored.append(((len(changed) + moved, sum(normalize_value(x) in kept_values for x in values), near), vid))
     if not scored:
         return []
     best = max(score for score, _ in scored)

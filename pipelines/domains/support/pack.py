@@ -347,7 +347,8 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
     """An address is one whole: the newest address the user spelled out gives every field of a new address (a line
     it leaves out is empty, a field it leaves out is asked; the country may be the one of their records) — never a
     field of another address on record; with none spelled out, an address of their records they name by its city
-    ("my daughter's address in Chicago") is that whole address."""
+    ("my daughter's address in Chicago") is that whole address; with neither, no address is a candidate (an
+    address on record is no new one)."""
     typed = [a for t in texts for a in typed_addresses(t)]
     if typed:
         newest = typed[-1]
@@ -359,6 +360,9 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
     if len({a.get("address1") for a in named}) == 1:
         for field_name, kind in _FIELD_KIND.items():
             facts.candidates.keep(kind, [named[0][field_name]] if named[0].get(field_name) else [])
+    else:  # no new address given or named: none on record is one (the card waits; the turn asks for it)
+        for kind in _ADDRESS_KINDS:
+            facts.candidates.keep(kind, [])
 
 
 class SupportPack(PackBase):
@@ -725,6 +729,14 @@ class SupportPack(PackBase):
                 return "new_item_choose", [_options_text(variants[v].get("options") or {}) for v in wanted]
             return "new_item_for", [state.items[item].get("name", "")]
         return None
+
+    def first_question(self, facts: TurnFacts) -> str | None:
+        """Who the user is, while nobody is verified and the perceived request is about their account."""
+        unverified = self.state_of(facts).authenticated_user_id is None
+        if not (unverified and facts.intent in ACCOUNT_INTENTS):
+            return None
+        failed = any(o.get("tool") in LOOKUP_TOOLS and not o.get("ok") for o in facts.observations)
+        return "identity_retry" if failed else "identity"
 
     # -- finding the user's orders, questions with choices, read-backs (pipelines.tandem.asking) ----------
 

@@ -59,7 +59,7 @@ WRITE_VERBS: dict[str, tuple[str, str]] = {
 }
 INTENT_LABELS = ("cancel", "modify address", "modify items", "modify payment", "return", "exchange", "status only")
 
-_IDENTITY = re.compile(r"e-?mail|\b(your|full|first|last) name\b|\bname and zip\b|\bzip\b|postal|verif|identif|"
+_IDENTITY = re.compile(r"e-?mail|\b(your|full|first|last) name\b|\bname and zip\b|\byour zip\b|verif|identif|"
                        r"authenticat|who you are|your account", re.I)
 _TOPICS: dict[str, re.Pattern[str]] = {
     "order": re.compile(r"\border(s| number| id)?\b", re.I),
@@ -325,7 +325,8 @@ _PAYMENT_FACT = re.compile(r"\b(credit|debit) cards?\b|\b(visa|mastercard|amex|a
                            r"\bpayment method\b|\brefund\w* (?:to|on|in)\b|\bpay (?:for |the )?(?:difference|with)\b",
                            re.I)
 _ADDRESS_FACT = re.compile(r"\b\d{1,6}\s+(?:[A-Za-z0-9'.-]+\s+){0,3}(?:street|st|avenue|ave|road|rd|lane|ln|drive|"
-                           r"dr|boulevard|blvd|way|court|ct|place|pl|terrace|parkway|highway|hwy|circle)\b", re.I)
+                           r"dr|boulevard|blvd|way|court|ct|place|pl|terrace|parkway|highway|hwy|circle)\b|"
+                           r"\baddress\b|\blives? in\b|\bliving in\b", re.I)
 _REASON_FACT = re.compile(r"\b(because|since|no longer|not needed|don'?t need|by mistake|mistaken|accident\w*)\b",
                           re.I)
 _ORDER_ID = re.compile(r"#?\bW\d{6,8}\b")
