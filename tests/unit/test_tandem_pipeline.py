@@ -122,9 +122,12 @@ def test_ungrounded_card_parameters_are_refused_and_the_user_is_asked():
           params={"user_id": ALEX, "address1": "PO Box 666", "address2": "", "city": "Evil Manor",
                   "state": "CA", "country": "USA", "zip": "66666"}),
     ])
-    assert not r.of("action_card") and r.of("clarify")
-    assert "address" in r.of("clarify")[0].question
-    assert h.counters.get("blocked", "ungrounded_parameter") == 1
+    # no new address given: no address is a candidate, so the card is not offered at all (decoding could not
+    # produce it); the scripted output that names it anyway is malformed and falls back; nothing is written
+    step = h.calls("orchestrator")[-1]
+    assert "card.modify_user_address" not in json.dumps(step.structured_output.spec)
+    assert '"address"' in json.dumps(step.structured_output.spec)  # what may be asked: the address
+    assert not r.of("action_card") and h.meta["path"] == "fallback"
     assert h.world.users[ALEX].address.address1 != "PO Box 666"
 
 
