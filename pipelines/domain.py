@@ -1,20 +1,42 @@
 """What a domain pack implements and uses: the one import surface for pack authors.
 
-A pack is an object behind the :class:`Domain` protocol (see ``docs/domains.md``). It declares its
-tools in a :class:`ToolRegistry` of :class:`ToolSpec` (typed arguments and results, ``read`` or
-``write``), its action cards (:class:`CardSpec`), its texts (:class:`DomainTexts`), and reads and
-writes its session facts through :class:`TurnFacts`; its tool backend is run by the core's
-:class:`LocalToolRunner` (exactly-once writes through a :class:`WriteLedger`), which answers with
-:class:`ToolCallResult` for a :class:`ToolSession`.
+A pack is an object behind the :class:`Domain` protocol, usually a subclass of :class:`PackBase` (which gives
+every optional hook its default). ``docs/domains.md`` is the reference, hook by hook; ``tandem domain new``
+writes a pack that uses this module only, and ``tandem domain check`` exercises one.
+
+=====================  =====================================================================================
+the pack               :class:`Domain`, :class:`PackBase`, :class:`DomainTexts`, :class:`Card`, :class:`TurnFacts`,
+                       :func:`read_state` (the pack's session facts), :func:`read_tables`, :class:`SampleWrite`
+its world              :class:`RecordWorld` (tables of records: rows, fork, adopt, diff, JSON), :class:`World`,
+                       :class:`WriteScope`; over a service: :class:`HttpBackend`, :class:`RemoteWorld`,
+                       :data:`BACKEND_REASONS`; time and ids: :class:`Clock`, :class:`FixedClock`,
+                       :class:`SystemClock`, :func:`clock_from`, :func:`allocate`
+its tools              :class:`ToolSpec`, :class:`ToolRegistry`, :class:`ToolContext`, :class:`ToolObservation`,
+                       :class:`CallOutcome`; refusals: :func:`refuse`, :func:`fail`, :func:`reason_of`,
+                       :func:`reason_from`, :data:`NOT_CONFIRMED`; errors: :class:`IneligibleAction`,
+                       :class:`ToolError`, :class:`InvalidInput`, :class:`ConfigError`, :class:`TandemError`,
+                       :class:`UnconfirmedWrite` (the tool port's: a write without the yes to its card)
+grounding              :class:`CandidateSet`, :func:`ungrounded`
+the tool port          :class:`LocalToolRunner`, :class:`ToolBackend`, :class:`ToolOutcome`, :class:`ToolSession`,
+                       :class:`ToolCallResult`, :class:`WriteLedger`, :class:`MemoryLedger`, :class:`LedgerEntry`
+the contract           :class:`ForwardContract`, :class:`EligibleAction`, :class:`PendingCard`,
+                       :class:`ObservationRecord`
+evaluation, replay     :class:`PackEvaluation`, :class:`Case`, :class:`EvalTurn`, :class:`SuiteOptions`,
+                       :class:`TaskReplayHook`, :func:`replay_file`
+=====================  =====================================================================================
 """
 
 from __future__ import annotations
 
+from pipelines.core.clock import Clock, FixedClock, SystemClock, clock_from
 from pipelines.core.contract import EligibleAction, ForwardContract, ObservationRecord, PendingCard
-from pipelines.core.domain import CardSpec, Domain, DomainTexts, TurnFacts
-from pipelines.core.http_backend import HttpBackend, RemoteWorld, reason_of
+from pipelines.core.domain import Card, CardSpec, Domain, DomainTexts, SampleWrite, TurnFacts
+from pipelines.core.evaluation import Case, EvalTurn, PackEvaluation, SuiteOptions
+from pipelines.core.http_backend import BACKEND_REASONS, HttpBackend, RemoteWorld
+from pipelines.core.ids import allocate
 from pipelines.core.packbase import PackBase, read_state, read_tables
 from pipelines.core.ports import LedgerEntry, MemoryLedger, ToolCallResult, ToolSession, WriteLedger
+from pipelines.core.refusal import NOT_CONFIRMED, fail, reason_from, reason_of, refuse
 from pipelines.core.runner import (
     CallOutcome,
     LocalToolRunner,
@@ -23,38 +45,37 @@ from pipelines.core.runner import (
     World,
     WriteScope,
 )
-from pipelines.grounding import CandidateSet
+from pipelines.core.taskreplay import TaskReplayHook, replay_file
+from pipelines.core.world import RecordWorld
+from pipelines.errors import (
+    ConfigError,
+    IneligibleAction,
+    InvalidInput,
+    TandemError,
+    ToolError,
+    UnconfirmedWrite,
+)
+from pipelines.grounding import CandidateSet, ungrounded
 from pipelines.tools import ToolContext, ToolObservation, ToolRegistry, ToolSpec
 
 __all__ = [
-    "Domain",
-    "PackBase",
-    "read_state",
+    # the pack
+    "Domain", "PackBase", "DomainTexts", "Card", "CardSpec", "TurnFacts", "SampleWrite", "read_state",
     "read_tables",
-    "DomainTexts",
-    "CardSpec",
-    "TurnFacts",
-    "ForwardContract",
-    "EligibleAction",
-    "PendingCard",
-    "ObservationRecord",
-    "ToolRegistry",
-    "ToolSpec",
-    "ToolContext",
-    "ToolObservation",
-    "ToolSession",
-    "ToolCallResult",
-    "ToolBackend",
-    "ToolOutcome",
-    "CallOutcome",
-    "World",
-    "WriteScope",
-    "LocalToolRunner",
-    "LedgerEntry",
-    "WriteLedger",
-    "MemoryLedger",
-    "CandidateSet",
-    "HttpBackend",
-    "RemoteWorld",
-    "reason_of",
+    # its world
+    "RecordWorld", "World", "WriteScope", "HttpBackend", "RemoteWorld", "BACKEND_REASONS", "Clock", "FixedClock",
+    "SystemClock", "clock_from", "allocate",
+    # its tools
+    "ToolSpec", "ToolRegistry", "ToolContext", "ToolObservation", "CallOutcome", "refuse", "fail", "reason_of",
+    "reason_from", "NOT_CONFIRMED", "IneligibleAction", "ToolError", "InvalidInput", "ConfigError", "TandemError",
+    "UnconfirmedWrite",
+    # grounding
+    "CandidateSet", "ungrounded",
+    # the tool port
+    "LocalToolRunner", "ToolBackend", "ToolOutcome", "ToolSession", "ToolCallResult", "WriteLedger",
+    "MemoryLedger", "LedgerEntry",
+    # the contract
+    "ForwardContract", "EligibleAction", "PendingCard", "ObservationRecord",
+    # evaluation and replay
+    "PackEvaluation", "Case", "EvalTurn", "SuiteOptions", "TaskReplayHook", "replay_file",
 ]

@@ -1,8 +1,10 @@
 """``tandem domain``: the packs this install can serve, a new one, and the conformance suite.
 
-    tandem domain list                 the installed packs (entry point group ``tandem.domains``)
-    tandem domain new NAME [--dir D]   write a new pack into D/NAME (install it with pip install -e D/NAME)
-    tandem domain check NAME [--json]  the conformance suite on an installed pack (exit 1 on any problem)
+    tandem domain list                            the installed packs (entry point group ``tandem.domains``)
+    tandem domain new NAME [--out PATH | --dir D] write a new pack into PATH (default ./NAME), or into D/NAME;
+                     [--backend records|http]    install it with pip install -e PATH
+    tandem domain check NAME [--json]             the conformance suite on an installed pack (exit 1 on any
+                                                  problem; each problem names the file, hook and what to fix)
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 __all__ = ["main"]
 
@@ -27,13 +30,24 @@ def _new(ns: argparse.Namespace) -> int:
     from serve.scaffold import scaffold
 
     try:
-        root = scaffold(ns.name, Path(ns.dir))
+        root = scaffold(ns.name, None if ns.dir is None else Path(ns.dir),
+                        out=None if ns.out is None else Path(ns.out), backend=ns.backend)
     except (ValueError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote the {ns.name} pack to {root}")
     print(f"next: pip install -e {root} && tandem domain check {ns.name} && tandem run {root}/configs/{ns.name}.yaml")
     return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument error says which flags the command has (``tandem domain new`` writes with ``--out``)."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        flags = sorted({o for a in self._actions for o in a.option_strings if o not in ("-h", "--help")})
+        hint = f" (its options: {', '.join(flags)})" if flags else ""
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n")
 
 
 def _check(ns: argparse.Namespace) -> int:
@@ -52,23 +66,31 @@ def _check(ns: argparse.Namespace) -> int:
             print(f"{'ok  ' if r.ok else 'FAIL'} {r.name}")
             for p in r.problems:
                 print(f"       {p}")
+            for note in r.notes:
+                print(f"       note: {note}")
     failed = [r.name for r in results if not r.ok]
     print(f"{len(results) - len(failed)}/{len(results)} checks passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="tandem domain", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = _Parser(prog="tandem domain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                 allow_abbrev=False)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     sub.add_parser("list", help="the installed packs").set_defaults(func=_list)
-    n = sub.add_parser("new", help="write a new pack (its own distribution)")
+    n = sub.add_parser("new", help="write a new pack (its own distribution)", allow_abbrev=False)
     n.add_argument("name")
-    n.add_argument("--dir", default=".", help="where to write it (default: here)")
+    where = n.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="PATH", help="the pack's folder (new or empty; default: ./NAME)")
+    where.add_argument("--dir", metavar="DIR", help="write it into DIR/NAME")
+    n.add_argument("--backend", choices=("records", "http"), default="records",
+                   help="records: the pack keeps its world (default); http: its tools call a service")
     n.set_defaults(func=_new)
-    c = sub.add_parser("check", help="the conformance suite on an installed pack")
+    c = sub.add_parser("check", help="the conformance suite on an installed pack", allow_abbrev=False)
     c.add_argument("name")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_check)
-    ns = ap.parse_args(argv)
+    ns, extra = ap.parse_known_args(argv)
+    if extra:  # said by the command's own parser, so the error lists the flags it has
+        sub.choices[ns.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
     return int(ns.func(ns))

@@ -37,7 +37,6 @@ a service cannot put arbitrary text where a reason code belongs.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -47,6 +46,7 @@ from pydantic import BaseModel, ValidationError
 
 from pipelines.errors import IneligibleAction, InvalidInput, TandemError, ToolError, ToolTimeout
 
+from .refusal import REASON_CODE, reason_of
 from .runner import WriteScope
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "IDEMPOTENCY_HEADER",
     "error_for_status",
     "reason_of",
+    "BACKEND_REASONS",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -63,15 +64,12 @@ M = TypeVar("M", bound=BaseModel)
 #: Statuses a read is tried again on (the service said: not now).
 RETRYABLE_STATUS: frozenset[int] = frozenset({429, 502, 503, 504})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-_REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-
-
-def reason_of(message: str | None) -> str | None:
-    """The reason code at the end of an error message (``"... [reason]"``), or ``None``."""
-    if not message or not message.endswith("]") or "[" not in message:
-        return None
-    code = message[message.rindex("[") + 1 : -1]
-    return code if _REASON.match(code) else None
+#: The reasons a backend failure carries (besides a service's own, from the body): a pack over a service
+#: needs a refusal text for each (``tandem domain check`` asks for them).
+BACKEND_REASONS: tuple[str, ...] = ("backend_timeout", "backend_unreachable", "backend_error", "backend_busy",
+                                    "backend_rejected_arguments", "backend_auth", "backend_refused",
+                                    "malformed_response", "not_found", "conflict")
+_REASON = REASON_CODE
 
 
 def _body_reason(response: httpx.Response) -> str | None:
@@ -240,6 +238,9 @@ class RemoteWorld:
 
     def adopt(self, other: Any, changed: Mapping[str, Any]) -> None:
         return None
+
+    def diff(self, other: Any, scope: WriteScope) -> dict[str, list[str]]:
+        return {}  # the service is the state: nothing local changes
 
     def entity_json(self, kind: str, key: str) -> str:
         raise KeyError(f"{kind} {key}: the records live in the service")

@@ -87,6 +87,11 @@ class World(Protocol):
         """One entity's JSON (what a store persists)."""
         ...
 
+    def diff(self, other: Any, scope: WriteScope) -> Mapping[str, Sequence[str]]:
+        """What a write on ``other`` (a fork of this world for ``scope``) changed, kind → ids: the runner
+        stores these whatever the pack reports (a world of records compares them; a remote one has none)."""
+        ...
+
 
 @runtime_checkable
 class ToolOutcome(Protocol):
@@ -181,6 +186,11 @@ class LocalToolRunner:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self._write_lock = asyncio.Lock()
 
+    @property
+    def write_tools(self) -> frozenset[str]:
+        """The pack's write tools (:func:`write_tools_of`): every one runs through the gated write path."""
+        return write_tools_of(self.domain)
+
     async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
         """Run ``name`` with the session's facts; a write only as the card the user confirmed
         (:func:`require_confirmed`), once per idempotency key."""
@@ -188,11 +198,6 @@ class LocalToolRunner:
             require_confirmed(name, args, session)
             async with self._write_lock:
                 return self._write(name, args, session)
-    @property
-    def write_tools(self) -> frozenset[str]:
-        """The pack's write tools (:func:`write_tools_of`): every one runs through the gated write path."""
-        return write_tools_of(self.domain)
-
         ctx = session.to_context()
         before = set(ctx.observed_ids)
         self.calls.append((name, dict(args)))
@@ -235,7 +240,12 @@ class LocalToolRunner:
             scope = self.world.write_scope(name, args, ctx.authenticated_user_id)
             trial = self.world.fork(scope)
             out = self.domain.invoke(name, args, ctx, trial)
-            changed = {k: list(v) for k, v in out.changed.items() if v}
+            # what the pack reports, and what the world itself finds changed on the fork (the pack's
+            # bookkeeping may be silent: a world of records knows)
+            found = {k: set(v) for k, v in out.changed.items() if v}
+            for kind, keys in self.world.diff(trial, scope).items():
+                found.setdefault(kind, set()).update(keys)
+            changed = {k: sorted(v) for k, v in found.items() if v}
             if not scope.admits(changed, self.world):
                 raise ToolError(f"write {name!r} changed entities outside what it may change (its scope)")
             result = ToolCallResult(observation=out.observation, reason=out.reason, changed=changed,

@@ -53,8 +53,14 @@ class PackConformance:
     def test_tables(self) -> None:
         self._check("tables")
 
+    def test_cards(self) -> None:
+        self._check("cards")
+
     def test_session_facts(self) -> None:
         self._check("session facts")
 
     def test_determinism(self) -> None:
         self._check("determinism")
+
+    def test_writes(self) -> None:
+        self._check("writes")

@@ -47,45 +47,57 @@ def _problems(pack, check: str) -> list[str]:
 
 
 def test_each_check_finds_its_defect() -> None:
+    """One defect per check on the toy pack (the planted-mistake matrix on a scaffolded pack is
+    tests/unit/test_conformance_mistakes.py); each problem names where it is fixed."""
     pack = toy_domain.DomainPack()
-    assert all(r.ok for r in check_pack(pack))
+    assert all(r.ok for r in check_pack(pack)), [r for r in check_pack(pack) if not r.ok]
 
     no_method = _broken()
     no_method.w3_candidates = None  # type: ignore[assignment]
-    assert _problems(no_method, "protocol") == ["missing method 'w3_candidates'"]
+    assert _problems(no_method, "protocol") == [
+        "DomainPack.w3_candidates (set on the instance): 'w3_candidates' must be a method"]
 
-    assert _problems(_broken(labels={**pack.labels, "empty": ()}), "labels") == ["intent 'empty' has no sub-intents"]
+    assert _problems(_broken(labels={**pack.labels, "empty": ()}), "labels") == [
+        "DomainPack.labels (set on the instance): intent 'empty' has no sub-intents"]
     assert _problems(_broken(branch_of_intent={"nope": "weather"}), "labels") == [
-        "branch_of_intent names unknown intent 'nope'"]
+        "DomainPack.branch_of_intent (set on the instance): names unknown intent 'nope'"]
 
     card = pack.cards[0].model_copy(update={"tool": "no_such_tool"})
     found = _problems(_broken(cards=(card,)), "catalogue")
-    assert "card 'card.set_alert': tool 'no_such_tool' is not registered" in found
-    assert "write tool 'set_alert' has no card (a write reaches the user only through a card)" in found
+    assert "DomainPack.cards (set on the instance): card 'card.set_alert': tool 'no_such_tool' is not registered" \
+        in found
+    assert ("DomainPack.cards (set on the instance): write tool 'set_alert' has no card (a write reaches the user "
+            "only through a card)") in found
     card = pack.cards[0].model_copy(update={"required_params": ("city", "when")})
     assert _problems(_broken(cards=(card,)), "catalogue") == [
-        "card 'card.set_alert': parameter 'when' is not an argument of 'set_alert'"]
+        "DomainPack.cards (set on the instance): card 'card.set_alert': parameter 'when' is not an argument of "
+        "'set_alert'"]
 
     ungrounded = _broken()
     ungrounded.arg_kinds = lambda tool: {}  # type: ignore[method-assign]
-    assert _problems(ungrounded, "grounding") == [
-        "tool 'get_forecast': argument 'city' has no grounding kind",
-        "tool 'set_alert': argument 'city' has no grounding kind"]
+    assert _problems(ungrounded, "grounding")[:2] == [
+        "DomainPack.arg_kinds (set on the instance): argument 'city' of tool 'get_forecast' has no grounding kind "
+        "(add it to arg_kind_table)",
+        "DomainPack.arg_kinds (set on the instance): argument 'city' of tool 'set_alert' has no grounding kind "
+        "(add it to arg_kind_table)"]
 
     texts = pack.texts.model_copy(update={"handoff": " ", "clarify": {"city": "Which city?"},
                                           "templates": {**pack.texts.templates, "card:card.set_alert": "at {when}"}})
     assert _problems(_broken(texts=texts), "texts") == [
-        "texts.handoff is empty",
-        "texts.clarify has no 'details' question (asked when nothing more specific is missing)",
-        "template card:card.set_alert uses ['when'], which are not its parameters"]
-    assert _problems(_broken(reasons=("too_cold",)), "texts") == ["no refusal text for reason 'too_cold'"]
+        "DomainPack.texts (set on the instance): texts.handoff is empty",
+        "DomainPack.texts (set on the instance): texts.clarify has no 'details' question (asked when nothing more "
+        "specific is missing)",
+        "DomainPack.texts (set on the instance): template card:card.set_alert uses ['when'], which are not its "
+        "parameters"]
+    assert "no refusal text for reason 'too_cold' (declared in DomainPack.reasons (set on the instance))" in \
+        _problems(_broken(reasons=("too_cold",)), "texts")[0]
 
     tables = copy.deepcopy(toy_domain.TABLES)
     tables["phi"]["rows"][0]["tools"][0]["tool"] = "no_such_tool"
     bad_tables = _broken()
     bad_tables.rule_tables = lambda: tables  # type: ignore[method-assign]
-    assert _problems(bad_tables, "tables")[0].startswith("the packaged rule bundle is refused")
+    assert "the packaged rule bundle is refused" in _problems(bad_tables, "tables")[0]
 
     unstorable = _broken()
     unstorable.observe = lambda tool, result, ok, facts: facts.state.update(when={1, 2})  # type: ignore[method-assign]
-    assert _problems(unstorable, "session facts")[0].startswith("the session facts do not survive JSON")
+    assert "the session facts do not survive JSON" in _problems(unstorable, "session facts")[0]

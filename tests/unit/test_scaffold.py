@@ -15,7 +15,7 @@ import pytest
 from pipelines import domains
 from pipelines.domains.conformance import run_checks
 from serve.domain_cli import main as domain_main
-from serve.scaffold import FILES, scaffold, valid_name
+from serve.scaffold import files, scaffold, valid_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_an_existing_folder_is_never_overwritten(tmp_path: Path, capsys: pytest.
 def test_every_file_is_written(tmp_path: Path) -> None:
     root = scaffold("notes", tmp_path)
     written = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-    assert written == sorted(rel.format(name="notes") for rel in FILES)
+    assert written == sorted(files("notes"))
     assert 'notes = "tandem_notes.pack:DomainPack"' in (root / "pyproject.toml").read_text()
     assert "name: notes" in (root / "configs" / "notes.yaml").read_text()
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipelines.core.ports import ToolCallResult, ToolSession
-from pipelines.domain import DomainTexts, TurnFacts
+from pipelines.domain import DomainTexts, PackBase, SampleWrite, TurnFacts
 from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
 
 CITIES = ("Oslo", "Lima", "Cairo")
@@ -72,7 +72,7 @@ TABLES = {
 }
 
 
-class DomainPack:
+class DomainPack(PackBase):
     name = "toy"
     labels: Mapping[str, Sequence[str]] = LABELS
     cards = (_Card(),)
@@ -81,7 +81,8 @@ class DomainPack:
                         templates={"chat/hello": "Hello! Ask me about tomorrow's weather.",
                                    "action_card": "I can {phrase}. Reply yes to confirm.",
                                    "card:card.set_alert": "set an alert for {city}", "executed_account": "Done."},
-                        guidance={"tip:umbrella": "Keep an umbrella handy."})
+                        guidance={"tip:umbrella": "Keep an umbrella handy."},
+                        refusals={"not_confirmed": "I need your yes first"})
     orchestrator_policy = "You run a weather assistant."
     generator_persona = "You are a weather assistant."
     conflict_kinds = ("unknown_city",)
@@ -91,12 +92,13 @@ class DomainPack:
     binds_user = False
     transfer_reasons: Mapping[str, str] = {}
 
+    sample_texts = ("Will it snow in Oslo tomorrow?",)
+
     def __init__(self) -> None:
         self._registry = registry()
 
-    @property
-    def registry(self) -> Any:
-        return self._registry
+    def sample_writes(self, world): return [SampleWrite(tool="set_alert", args={"city": "Oslo"}, user_id="u1",
+                                                         user_texts=("Alert me about Oslo.",))]
 
     def arg_kinds(self, tool): return {"city": "city"} if tool in ("get_forecast", "set_alert") else {}
     def optional_empty(self, tool): return frozenset()

@@ -59,6 +59,8 @@ _FLIGHT = re.compile(r"\bHAT\d{3}\b", re.I)
 _PAYMENT = re.compile(r"\b(?:credit_card|gift_card|certificate)_\d+\b")
 _AMOUNT = re.compile(r"\$\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:dollars|usd)\b", re.I)
 _SMALL = re.compile(r"\b(\d{1,2})\b")
+#: Arithmetic the user writes out (numbers joined by + - * /, parentheses): what ``calculate`` works out.
+_EXPRESSION = re.compile(r"[(\s]*\d+(?:\.\d+)?(?:[\s)]*[-+*/][(\s]*\d+(?:\.\d+)?)+[\s)]*")
 _WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
           "nine": 9, "ten": 10}
 _WORD_NUM = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.I)
@@ -94,6 +96,8 @@ def extract_user_candidates(text: str, *, year: int = 2024) -> dict[str, list[st
     add("flight_number", [f.upper() for f in _FLIGHT.findall(text)])
     add("payment_id", _PAYMENT.findall(text))
     add("amount", [a or b for a, b in _AMOUNT.findall(text)])
+    # an ISO date or a phone number is no sum: an operator other than a bare hyphen
+    add("expression", [e.strip() for e in _EXPRESSION.findall(text) if re.search(r"[+*/]|\s-\s", e)])
     add("bag_count", _SMALL.findall(_ISO_DATE.sub(" ", text)) + [str(_WORDS[w.casefold()])
                                                                    for w in _WORD_NUM.findall(text)])
     names = _NAME.findall(text)

@@ -17,38 +17,29 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.domain import (
-    CallOutcome,
     CandidateSet,
+    Card,
+    Clock,
     DomainTexts,
     EligibleAction,
     ForwardContract,
-    LocalToolRunner,
     PackBase,
     PendingCard,
-    ToolContext,
+    SampleWrite,
+    TaskReplayHook,
     TurnFacts,
     read_state,
 )
-from pipelines.grounding import ungrounded as ungrounded_args
 
 from . import candidates as cand
 from . import labels as lab
 from .data import default_data_dir, load_world, load_world_clock_for
 from .eligibility import REASONS
-from .tools import LOOKUP_TOOLS, TRANSFER_TOOL, WRITE_TOOLS, build_registry, invoke, precheck
+from .samples import sample_writes
+from .tools import LOOKUP_TOOLS, TOOL_SPECS, TRANSFER_TOOL
 from .world import AirlineWorld
 
-__all__ = ["AirlinePack", "Card", "AIRLINE_TEXTS"]
-
-
-class Card(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    title: str
-    tool: str
-    kind: str = "write"
-    required_params: tuple[str, ...]
+__all__ = ["AirlinePack", "AIRLINE_TEXTS"]
 
 
 CARDS: tuple[Card, ...] = (
@@ -139,6 +130,7 @@ AIRLINE_TEXTS = DomainTexts(
         "no_compensation": "compensation is only for silver and gold members, insured or business travellers",
         "bad_amount": "the certificate amount is not one the policy gives",
         "too_many_certificates": "no more certificates can be added to the profile",
+        "invalid_expression": "I can only work out numbers with + - * / and parentheses",
     },
 )
 
@@ -186,14 +178,20 @@ class AirlinePack(PackBase):
     transfer_tool = TRANSFER_TOOL
     transfer_reasons = lab.TRANSFER_REASONS
     binds_user = False
-    reasons = REASONS
+    reasons = REASONS  # the policy's reason codes (eligibility.py returns them; each has a refusal text)
+    tools = TOOL_SPECS
     tables_dir = Path(__file__).with_name("tables")
     arg_kind_table = cand.ARG_KINDS
-    write_tools = WRITE_TOOLS
+    lookup_tools = LOOKUP_TOOLS  # get_user_details of an id the user typed signs them in
+    owner_reads = frozenset({"get_user_details", "get_reservation_details"})  # their profile, their reservations
+    #: Values the backend's grounding re-check leaves to the tool itself: a new itinerary's flights and dates come
+    #: from searches (session observations the backend does not hold), amounts and bag counts from arithmetic the
+    #: tool re-does (a payment that does not add up is refused).
+    unchecked_args = frozenset({"flights[].flight_number", "flights[].date", "payment_methods[].amount", "amount",
+                                "total_baggages", "nonfree_baggages"})
+    sample_texts = ("Please cancel it, my plans changed.", "Could I get a $100 certificate?",
+                    "What is 2 * (350 - 122)?")
     persistent = True
-
-    def __init__(self) -> None:
-        self._registry = build_registry()
 
     @staticmethod
     def state_of(facts: TurnFacts) -> AirlineState:

@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import ast
 import operator
-import re
 from datetime import date as Date
 from datetime import timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.core.ids import allocate
-from pipelines.core.runner import CallOutcome
-from pipelines.errors import IneligibleAction, InvalidInput, ToolError
-from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
+from pipelines.domain import (
+    CallOutcome,
+    ToolContext,
+    ToolRegistry,
+    ToolSpec,
+    allocate,
+    fail,
+    reason_from,
+    refuse,
+)
 
 from . import eligibility as el
 from .world import (
@@ -42,13 +47,12 @@ from .world import (
 )
 
 __all__ = ["RESERVATION_ID_START", "CERTIFICATE_ID_START", "WRITE_TOOLS", "LOOKUP_TOOLS", "TRANSFER_TOOL",
-           "build_registry", "invoke", "precheck", "reason_of"]
+           "TOOL_SPECS", "build_registry", "invoke"]
 
 #: The first id of each sequence new entities take (tau2's own: its new reservations and certificates).
 RESERVATION_ID_START = "HATHAT"
 CERTIFICATE_ID_START = "certificate_3221322"
 TRANSFER_TOOL = "transfer_to_human_agents"
-_REASON = re.compile(r"\[([a-z_]+)\]\s*$")
 
 
 class _Args(BaseModel):
@@ -157,22 +161,7 @@ class Message(BaseModel):
     message: str
 
 
-# -- refusals ---------------------------------------------------------------------------------
-
-def refuse(reason: str, message: str) -> NoReturn:
-    """The policy or the session says no."""
-    raise IneligibleAction(f"{message} [{reason}]", details={"reason": reason})
-
-
-def fail(reason: str, message: str) -> NoReturn:
-    """tau2's own tool refuses this too."""
-    raise ToolError(f"{message} [{reason}]", details={"reason": reason})
-
-
-def reason_of(message: str | None) -> str | None:
-    m = _REASON.search(message or "")
-    return m.group(1) if m else None
-
+# -- lookups ----------------------------------------------------------------------------------
 
 def _user(world: AirlineWorld, user_id: str) -> User:
     user = world.users.get(user_id)
@@ -507,34 +496,8 @@ def build_registry() -> ToolRegistry[AirlineWorld]:
     return registry
 
 
-def _changed(name: str, args: dict[str, Any], result: dict[str, Any], world: AirlineWorld) -> dict[str, list[str]]:
-    if name == "send_certificate":
-        return {"user": [args["user_id"]]}
-    res = world.reservations[result["reservation_id"]]
-    out = {"reservation": [res.reservation_id], "user": [res.user_id]}
-    if name == "book_reservation":
-        out["flight"] = sorted({f.flight_number for f in res.flights})
-    return out
-
-
 def invoke(registry: ToolRegistry[AirlineWorld], name: str, raw_args: dict[str, Any], ctx: ToolContext,
            world: AirlineWorld) -> CallOutcome:
-    """One call; a refusal's reason code, and what a write changed (kind → ids)."""
+    """One call and its refusal's reason (the task replay's tool call; the pack's is Tandem's default)."""
     obs = registry.call(name, raw_args, ctx, world)
-    if not obs.ok:
-        return CallOutcome(observation=obs, reason=reason_of(obs.error_message) or obs.error_code)
-    changed = _changed(name, raw_args, obs.result or {}, world) if name in WRITE_TOOLS else {}
-    return CallOutcome(observation=obs, changed=changed)
-
-
-def precheck(registry: ToolRegistry[AirlineWorld], name: str, raw_args: dict[str, Any], ctx: ToolContext,
-             world: AirlineWorld) -> str | None:
-    """The write as if confirmed, on a fork of what it may change: ``None`` or the reason code."""
-    trial = world.fork(world.write_scope(name, raw_args, ctx.authenticated_user_id))
-    confirmed = ctx.model_copy(update={"confirmed": True}, deep=True)
-    try:
-        registry.parse_args(name, raw_args)
-    except InvalidInput as exc:
-        return exc.code
-    obs = registry.call(name, raw_args, confirmed, trial)
-    return None if obs.ok else (reason_of(obs.error_message) or obs.error_code)
+    return CallOutcome(observation=obs, reason=reason_from(obs))

@@ -11,14 +11,13 @@ The world's clock is the time the policy's windows are measured against (``now``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.core.clock import Clock, SystemClock
-from pipelines.domain import WriteScope
+from pipelines.domain import Clock, RecordWorld, SystemClock, WriteScope
 
 __all__ = ["CABINS", "Cabin", "Name", "Address", "CreditCard", "GiftCard", "Certificate", "PaymentMethod",
            "Passenger", "User", "FlightDate", "Flight", "FlightRef", "ReservationFlight", "Payment",
@@ -142,11 +141,11 @@ class Reservation(_Model):
     status: Literal["cancelled"] | None = None
 
 
-_KINDS: dict[str, tuple[str, type[BaseModel]]] = {
-    "flight": ("flights", Flight), "user": ("users", User), "reservation": ("reservations", Reservation)}
+class AirlineWorld(RecordWorld):
+    """Flights, users and reservations keyed by id (a Tandem ``RecordWorld``), with the policy's clock."""
 
+    KINDS: ClassVar[dict[str, str]] = {"flight": "flights", "user": "users", "reservation": "reservations"}
 
-class AirlineWorld(_Model):
     flights: dict[str, Flight] = Field(default_factory=dict)
     users: dict[str, User] = Field(default_factory=dict)
     reservations: dict[str, Reservation] = Field(default_factory=dict)
@@ -161,31 +160,11 @@ class AirlineWorld(_Model):
     def now(self) -> datetime:
         return self._clock.now()
 
-    # -- tau2 JSON ---------------------------------------------------------------------------
     @classmethod
     def from_tau2_json(cls, data: Mapping[str, Any]) -> AirlineWorld:
-        return cls.model_validate(data)
+        return cls.from_json(data)  # type: ignore[no-any-return]
 
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
-
-    # -- a Tandem World ----------------------------------------------------------------------
-    def _table(self, kind: str) -> dict[str, Any]:
-        return getattr(self, _KINDS[kind][0])
-
-    def entities(self) -> list[tuple[str, str, str]]:
-        return [(kind, key, self.entity_json(kind, key)) for kind in _KINDS for key in self._table(kind)]
-
-    def entity_json(self, kind: str, key: str) -> str:
-        return self._table(kind)[key].model_dump_json(exclude_none=True)
-
-    @classmethod
-    def from_entities(cls, rows: Iterable[tuple[str, str, str]]) -> AirlineWorld:
-        world = cls()
-        for kind, key, body in rows:
-            world._table(kind)[key] = _KINDS[kind][1].model_validate_json(body)
-        return world
-
+    # -- what one write may change -----------------------------------------------------------
     def write_scope(self, tool: str, args: Mapping[str, Any], user_id: str | None) -> WriteScope:
         """The user (the acting one, or the owner of the named reservation), their reservations, the
         flights the write names or the reservation holds; a booking may create a reservation."""
@@ -200,23 +179,6 @@ class AirlineWorld(_Model):
                       "reservation": set(user.reservations if user else ()) | ({res.reservation_id} if res else set()),
                       "flight": {f for f in flights if f in self.flights}},
             creates=frozenset({"reservation"}) if tool == "book_reservation" else frozenset())
-
-    def fork(self, scope: WriteScope) -> AirlineWorld:
-        tables = {name: dict(getattr(self, name)) for name, _ in _KINDS.values()}
-        for kind, keys in scope.existing.items():
-            table = tables[_KINDS[kind][0]]
-            for key in keys:
-                if key in table:
-                    table[key] = table[key].model_copy(deep=True)
-        return AirlineWorld.model_construct(**tables).with_clock(self._clock)
-
-    def has(self, kind: str, key: str) -> bool:
-        return key in self._table(kind)
-
-    def adopt(self, other: AirlineWorld, changed: Mapping[str, Sequence[str]]) -> None:
-        for kind, keys in changed.items():
-            for key in keys:
-                self._table(kind)[key] = other._table(kind)[key]
 
     # -- lookups -----------------------------------------------------------------------------
     def flight_date(self, flight_number: str, date: str) -> FlightDate | None:

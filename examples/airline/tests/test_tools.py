@@ -120,6 +120,6 @@ def test_the_world_store_keeps_a_confirmed_write(pack, tmp_path):
     s = ToolSession(session_id="s", authenticated_user_id="chen_jackson_3290",
                     user_texts=["cancel 4WQ150, change of plan"]).confirm("cancel_reservation", args, "k")
     out = _run(tools.call("cancel_reservation", args, s))
-    assert out.observation.ok and out.changed == {"reservation": ["4WQ150"], "user": ["chen_jackson_3290"]}
+    assert out.observation.ok and out.changed == {"reservation": ["4WQ150"]}  # what the world found changed
     again = store.load(pack.world_from_entities)
     assert again.reservations["4WQ150"].status == "cancelled" and len(again.reservations) == 2000

@@ -1,4 +1,4 @@
-"""The records service the http_pack's tools call: a small JSON API over HTTP (stdlib only).
+"""The records service the http_pack tools call: a small JSON API over HTTP (stdlib only).
 
 It stands for the system of record a real pack talks to (an orders API, a booking system): it owns the
 users and their records, enforces its own rules, and deduplicates writes on the ``Idempotency-Key``
@@ -80,13 +80,11 @@ def seeded(seed: int = 7, users: int = 4) -> Records:
     """Each user owns two or three records (the same seed gives the same records)."""
     rng = random.Random(seed)
     state = Records()
-    n = 0
     for u in range(1, users + 1):
         user_id = f"u{u:03d}"
         state.owners[user_id] = []
         for _ in range(rng.randint(2, 3)):
-            n += 1
-            rid = f"R{n:04d}"
+            rid = f"R{len(state.records) + 1:04d}"
             state.records[rid] = {"record_id": rid, "title": rng.choice(TITLES), "status": "active"}
             state.owners[user_id].append(rid)
     return state
@@ -137,7 +135,7 @@ def start(state: Records | None = None, host: str = "127.0.0.1", port: int = 0) 
     """Serve in a background thread; returns the base URL, the state and a stop function."""
     state = state if state is not None else seeded()
     server = make_server(state, host, port)
-    thread = threading.Thread(target=server.serve_forever, name="http-pack-service", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, name="http_pack-service", daemon=True)
     thread.start()
 
     def stop() -> None:
@@ -149,7 +147,7 @@ def start(state: Records | None = None, host: str = "127.0.0.1", port: int = 0) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="The http_pack's records service")
+    parser = argparse.ArgumentParser(description="The http_pack pack's records service")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--seed", type=int, default=7)

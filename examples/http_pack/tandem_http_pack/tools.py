@@ -1,20 +1,19 @@
 """The http_pack tools: typed arguments and results, a read and a write, each one call to the service.
 
-The world is a :class:`~pipelines.domain.RemoteWorld`: nothing but the :class:`~pipelines.domain.HttpBackend`
-of the records service. ``list_records`` is a read (retried by the backend when the service is busy);
-``archive_record`` is a write (sent once, with the core's write key as ``Idempotency-Key``). Its
-eligibility reads the user's records first, so a precheck refuses what the service would refuse, without
-changing anything; the service checks again when the write arrives.
+The world is a ``RemoteWorld``: nothing but the ``HttpBackend`` of the records service. ``list_records`` is a
+read (retried by the backend when the service is busy); ``archive_record`` is a write (sent once, with the
+core's write key as ``Idempotency-Key``). Its eligibility reads the user's records first, so a precheck
+refuses what the service would refuse, without changing anything; the service checks again when the write
+arrives.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.domain import RemoteWorld, ToolContext, ToolRegistry, ToolSpec
-from pipelines.errors import IneligibleAction
+from pipelines.domain import RemoteWorld, ToolContext, ToolSpec, refuse
 
-__all__ = ["build_registry", "Records", "RecordResult", "owned_records"]
+__all__ = ["TOOLS", "Records", "RecordResult", "owned_records"]
 
 
 class UserArgs(BaseModel):
@@ -44,22 +43,21 @@ def owned_records(world: RemoteWorld, user_id: str) -> list[RecordResult]:
 
 def list_records(args: UserArgs, ctx: ToolContext, world: RemoteWorld) -> Records:
     if args.user_id != ctx.authenticated_user_id:
-        raise IneligibleAction("only your own records [not_owned]", details={"reason": "not_owned"})
+        refuse("not_owned", "only your own records")
     return Records(records=owned_records(world, args.user_id))
 
 
 def archive_eligible(args: RecordArgs, ctx: ToolContext, world: RemoteWorld) -> None:
     """The rules of the write, checked on the service's current records (reads only)."""
     if not ctx.authenticated_user_id:
-        raise IneligibleAction("who is asking? [not_owned]", details={"reason": "not_owned"})
-    mine = {r.record_id: r for r in owned_records(world, ctx.authenticated_user_id)}
-    record = mine.get(args.record_id)
+        refuse("not_owned", "who is asking?")
+    record = {r.record_id: r for r in owned_records(world, ctx.authenticated_user_id)}.get(args.record_id)
     if record is None:
-        raise IneligibleAction("that record is not yours [not_owned]", details={"reason": "not_owned"})
+        refuse("not_owned", "that record is not yours")
     if record.status != "active":
-        raise IneligibleAction(f"the record is {record.status} [not_active]", details={"reason": "not_active"})
+        refuse("not_active", f"the record is {record.status}")
     if not ctx.confirmed:
-        raise IneligibleAction("a change needs the user's yes [not_confirmed]", details={"reason": "not_confirmed"})
+        refuse("not_confirmed", "a change needs the user's yes")
 
 
 def archive_record(args: RecordArgs, ctx: ToolContext, world: RemoteWorld) -> RecordResult:
@@ -67,9 +65,8 @@ def archive_record(args: RecordArgs, ctx: ToolContext, world: RemoteWorld) -> Re
                                idempotency_key=ctx.idempotency_key, result=RecordResult)
 
 
-def build_registry() -> ToolRegistry[RemoteWorld]:
-    reg: ToolRegistry[RemoteWorld] = ToolRegistry()
-    reg.register(ToolSpec("list_records", "The user's records and their status.", UserArgs, Records, list_records))
-    reg.register(ToolSpec("archive_record", "Archive one of the user's active records.", RecordArgs, RecordResult,
-                          archive_record, "write", archive_eligible))
-    return reg
+TOOLS = (
+    ToolSpec("list_records", "The user's records and their status.", UserArgs, Records, list_records),
+    ToolSpec("archive_record", "Archive one of the user's active records.", RecordArgs, RecordResult,
+             archive_record, "write", archive_eligible),
+)

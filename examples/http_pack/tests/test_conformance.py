@@ -1,6 +1,4 @@
-"""The http_pack pack passes Tandem's conformance suite (installed or not: the pack is built here)."""
-
-from tandem_http_pack.pack import DomainPack
+"""The http_pack pack passes Tandem's conformance suite."""
 
 from pipelines.domains.testing import PackConformance
 
@@ -8,5 +6,15 @@ from pipelines.domains.testing import PackConformance
 class TestConformance(PackConformance):
     pack_name = "http_pack"
 
-    def make_pack(self) -> DomainPack:
-        return DomainPack()
+    def make_pack(self):
+        """The pack over its service, started here on a free port (the suite reads through it)."""
+        from tandem_http_pack import service
+        from tandem_http_pack.pack import DomainPack
+
+        url, _, self.stop = service.start(service.seeded(7))
+        return DomainPack(base_url=url)
+
+    def teardown_method(self) -> None:
+        stop = self.__dict__.pop("stop", None)
+        if stop is not None:
+            stop()

@@ -5,11 +5,9 @@ import asyncio
 import socket
 
 import pytest
-
 from tandem_http_pack.pack import DomainPack
 
-from pipelines.domain import MemoryLedger, ToolSession
-from pipelines.errors import UnconfirmedWrite
+from pipelines.domain import MemoryLedger, ToolSession, UnconfirmedWrite
 
 
 def _tools(url: str, **options):
@@ -40,7 +38,7 @@ def test_a_record_is_archived_once_after_the_yes(records_service) -> None:
     with pytest.raises(UnconfirmedWrite):  # Tandem's tool port: never sent before the user's yes to its card
         _call(tools, "archive_record", {"record_id": record}, session.model_copy(update={"idempotency_key": "k0"}))
     assert state.applied == 0 and not state.answered
-    confirmed = session.confirm("archive_record", {"record_id": record}, "k1")
+    confirmed = session.confirm("archive_record", {"record_id": record}, "k1")  # the user's yes to this card
     first = _call(tools, "archive_record", {"record_id": record}, confirmed)
     again = _call(tools, "archive_record", {"record_id": record}, confirmed)
     assert first.observation.ok and first.observation.result["status"] == "archived"

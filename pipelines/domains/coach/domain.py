@@ -11,13 +11,14 @@ against the live facts; W3 candidates are the user's best counters.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.core.contract import C2, EligibleAction, ForwardContract, compact
-from pipelines.domain import CardSpec, DomainTexts, TurnFacts
+from pipelines.domain import CardSpec, DomainTexts, PackBase, TurnFacts
 from pipelines.sgc.w2 import (
     LiveFacts,
     QuerySlots,
@@ -54,6 +55,7 @@ COACH_TEXTS = DomainTexts(
         "answer": "Here is what I found about your team.",
     },
     guidance={},
+    refusals={"not_own_state": "I can only read your own team and lineups"},
 )
 _ARG_KINDS: dict[str, dict[str, str]] = {
     "get_inventory": {"user_id": "user_id"},
@@ -76,7 +78,7 @@ def _names_in(text: str, names: Sequence[str]) -> list[str]:
     return [n for n in names if re.search(r"(?<![\w])" + re.escape(n.lower()) + r"(?![\w])", low)]
 
 
-class DomainPack:
+class DomainPack(PackBase):
     """The coach domain (see module docstring)."""
 
     name = "coach"
@@ -104,10 +106,6 @@ class DomainPack:
         self.species = sorted(world.species)
         self.skills = sorted(world.skills)
         self.opponents = sorted({o.name for o in world.opponents.values()})
-
-    @property
-    def registry(self) -> Any:
-        return self._registry
 
     def evaluation(self) -> Any:
         """The pack's suite, turn judge and load scripts for ``tandem eval`` (:mod:`.evaluation`)."""
@@ -219,6 +217,23 @@ class DomainPack:
 
     def restore(self, facts: TurnFacts) -> None:
         facts.state = {k: v for k, v in facts.state.items() if k not in ("slots", "live")}
+
+    def users(self, world: Any) -> list[str]:
+        return list(world.users)
+
+    def owner_facts(self, world: Any, user_id: str, texts: Sequence[str] = ()) -> TurnFacts:
+        """A session bound to ``user_id`` (and their first opponent), its live state read as a turn reads it."""
+        tools = self.tool_runner(world, None)
+        facts = TurnFacts(session_id=f"owner:{user_id}", user_text=texts[-1] if texts else "",
+                          user_texts=list(texts), user_id=user_id)
+        tools.bind_user(facts.session_id, user_id, next(iter(world.opponents), None))
+        asyncio.run(self.prepare(facts, tools))
+        return facts
+
+    @property
+    def sample_texts(self) -> tuple[str, ...]:
+        """Words that name the world's species, skills and elements (what the extractors find)."""
+        return (f"Is {self.species[0]} good against {ELEMENTS[0]} types with {self.skills[0]}?",)
 
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
         return {"authenticated_user_id": facts.state.get("user_id"), "observed_ids": []}

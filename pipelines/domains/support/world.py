@@ -9,13 +9,14 @@ are left out, so an untouched world round-trips to the same JSON).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.core.runner import WriteScope
+from pipelines.core.world import RecordWorld
 
 __all__ = [
     "ORDER_STATUSES",
@@ -158,8 +159,10 @@ class Product(_Model):
     variants: dict[str, Variant]
 
 
-class RetailWorld(_Model):
-    """The whole retail state: users, orders and products keyed by id."""
+class RetailWorld(RecordWorld):
+    """The whole retail state: users, orders and products keyed by id (a :class:`RecordWorld`)."""
+
+    KINDS: ClassVar[dict[str, str]] = {"user": "users", "order": "orders", "product": "products"}
 
     users: dict[str, User] = Field(default_factory=dict)
     orders: dict[str, Order] = Field(default_factory=dict)
@@ -168,36 +171,7 @@ class RetailWorld(_Model):
     @classmethod
     def from_tau2_json(cls, data: dict[str, Any]) -> RetailWorld:
         """Validate a tau2-retail ``db.json`` document (already parsed) into a world."""
-        return cls.model_validate(data)
-
-    def to_json(self) -> dict[str, Any]:
-        """The world as a tau2-shaped JSON document (unset optional fields left out)."""
-        return self.model_dump(mode="json", exclude_none=True)
-
-    def clone(self) -> RetailWorld:
-        """A deep, independent copy."""
-        return self.model_copy(deep=True)
-
-    #: Entity kind -> this world's table of it (what :meth:`entities` lists and a write may change).
-    KINDS: ClassVar[dict[str, str]] = {"user": "users", "order": "orders", "product": "products"}
-
-    def entities(self) -> list[tuple[str, str, str]]:
-        """Every entity as ``(kind, id, json)`` (what a world store persists)."""
-        return [(kind, key, self.entity_json(kind, key)) for kind, table in self.KINDS.items()
-                for key in getattr(self, table)]
-
-    def entity_json(self, kind: str, key: str) -> str:
-        """One entity's JSON (unset optional fields left out)."""
-        return getattr(self, self.KINDS[kind])[key].model_dump_json(exclude_none=True)
-
-    @classmethod
-    def from_entities(cls, rows: Iterable[tuple[str, str, str]]) -> RetailWorld:
-        """The world made of stored ``(kind, id, json)`` rows."""
-        models = {"user": User, "order": Order, "product": Product}
-        tables: dict[str, dict[str, Any]] = {t: {} for t in cls.KINDS.values()}
-        for kind, key, body in rows:
-            tables[cls.KINDS[kind]][key] = models[kind].model_validate_json(body)
-        return cls(**tables)
+        return cls.from_json(data)  # type: ignore[no-any-return]
 
     def write_scope(self, tool: str, args: Mapping[str, Any], user_id: str | None) -> WriteScope:
         """What a write of ``user_id`` may change: their profile and their orders (it creates nothing)."""
@@ -205,30 +179,6 @@ class RetailWorld(_Model):
         if user is None:
             return WriteScope()
         return WriteScope(existing={"user": {user.user_id}, "order": {o for o in user.orders if o in self.orders}})
-
-    def fork(self, scope: WriteScope) -> RetailWorld:
-        """A copy in which the scope's users and orders are private deep copies.
-
-        Everything else is shared with this world (read-only by contract): the write runs on the fork while
-        this world stays unchanged until :meth:`adopt`.
-        """
-        users = dict(self.users)
-        orders = dict(self.orders)
-        for uid in scope.existing.get("user", ()):
-            users[uid] = users[uid].model_copy(deep=True)
-        for oid in scope.existing.get("order", ()):
-            orders[oid] = orders[oid].model_copy(deep=True)
-        return RetailWorld.model_construct(users=users, orders=orders, products=self.products)
-
-    def has(self, kind: str, key: str) -> bool:
-        return key in getattr(self, self.KINDS[kind], {})
-
-    def adopt(self, other: RetailWorld, changed: Mapping[str, Sequence[str]]) -> None:
-        """Take the changed entities from ``other`` (a fork after a committed write)."""
-        for kind, keys in changed.items():
-            mine, theirs = getattr(self, self.KINDS[kind]), getattr(other, self.KINDS[kind])
-            for key in keys:
-                mine[key] = theirs[key]
 
     def find_variant(self, item_id: str) -> tuple[Product, Variant] | None:
         """The product and variant that own ``item_id``, or ``None``."""
