@@ -325,6 +325,8 @@ class Evaluator:
             readback_missing += len(row["readback_missing"])
             cards += shown
             reply = user.respond(AssistantTurn.from_sse(sse)) if not row.get("error") else None
+            if reply is not None and reply.rule == "yes":  # a card said yes to closes its request; a no leaves it open
+                ledger.request_start = len(ledger.raw_texts) + 1
             row["user_rule"] = rules[-1]
             row["repeated_ask"] = bool(reply and reply.repeated_ask)
             if labels is not None:
@@ -405,7 +407,7 @@ class Evaluator:
         else:  # a kind that calls no tools invents nothing; the others are not judged here
             row["invented"] = [] if self.kind == "prompting" else None
         row["unrequested"] = unrequested_cards(sse, request_texts(ledger), self._kit.card_rules())
-        if any(e.get("type") == "action_card" for e in sse):
+        if case.suite != "tau2-tasks" and any(e.get("type") == "action_card" for e in sse):
             ledger.request_start = len(ledger.raw_texts)  # the next request starts after this card
         row["unselected"] = delivered_unselected_actions(sse, own.get("card_id"), recorded=decides and bool(own))
         return row

@@ -13,10 +13,11 @@
   ``[REDACTED]``) cannot be judged: it is counted apart (``withheld arguments``), not as
   invented.
 * **unrequested cards** — an action card shown (SSE ``action_card``) in a turn when no user text
-  of the open request — the texts since the last turn that showed a card, and at least the turn's
-  text and the one before it (an answer to a clarify question) — matches the lexical rule of the
-  card's family; a request spelled out before a chain of questions (who are you? which item?
-  which payment method?) still counts. The rules are the pack's evaluation table
+  of the open request — the texts since the last turn that showed a card (in whole tau2 tasks: since
+  the last card the user said yes to — a card refused leaves its request open, so a correction goes on
+  with it), and at least the turn's text and the one before it (an answer to a clarify question) —
+  matches the lexical rule of the card's family; a request spelled out before a chain of questions
+  (who are you? which item? which payment method?) still counts. The rules are the pack's evaluation table
   (``PackEvaluation.card_rules``), not the pipeline's intent prior; a card with no rule counts.
 * **delivered unselected actions** — a card id (``card.<name>``) in any delivered text
   (narration, reply, clarify question, escalation message) other than the turn's card,
