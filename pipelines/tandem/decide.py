@@ -83,7 +83,7 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
     phi = m.get("phi") or {}
     then = str(phi.get("then") or "")
     by_policy = (then.startswith("clarify:") and not phi.get("tools")
-                 and then.split(":", 1)[1] in getattr(domain, "carried_clarifies", ()))
+                 and then.split(":", 1)[1] in domain.carried_clarifies)
     if (intent not in domain.change_intents() and not by_policy) or intent not in domain.labels:
         return None
     return str(intent), str(sub) if sub in domain.labels[intent] else str(domain.labels[intent][0])

@@ -33,7 +33,7 @@ from pipelines.core.decisions import (
     build_offer,
     decision_schema,
 )
-from pipelines.core.domain import TurnFacts
+from pipelines.core.domain import Domain, TurnFacts
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.loop import run_steps
 from pipelines.core.outcome import Outcome
@@ -80,15 +80,14 @@ def once_each(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def change_asked(domain: Any, texts: Sequence[str]) -> bool:
+def change_asked(domain: Domain, texts: Sequence[str]) -> bool:
     """Whether a user text of the session asks for a change in words: a cue of an intent that offers a write card.
 
     A card is offered only then; a perceived change intent with no such cue (an email, a greeting, a
     status question read as a change) asks what the user needs instead. A pack whose cue tables do not
-    read change requests (``change_cues`` false or absent) leaves it to the perceived intent and its
-    ``cards_for``.
+    read change requests (``change_cues`` false) leaves it to the perceived intent and its ``cards_for``.
     """
-    if not getattr(domain, "change_cues", False):
+    if not domain.change_cues:
         return True
     changes = domain.change_intents()
     return any(changes & set(domain.intent_prior(t) or ()) for t in texts)
@@ -97,7 +96,7 @@ def change_asked(domain: Any, texts: Sequence[str]) -> bool:
 class Orchestrator:
     """Decides one tandem turn after W1 (see module docstring)."""
 
-    def __init__(self, domain: Any, models: ModelClient, settings: TandemSettings, *, facts: TurnFacts,
+    def __init__(self, domain: Domain, models: ModelClient, settings: TandemSettings, *, facts: TurnFacts,
                  caller: ToolCaller, vault: Vault, counters: Any, emit: Callable[..., None], turn_id: str) -> None:
         self.domain, self.models, self.s, self.facts = domain, models, settings, facts
         self.caller, self.vault, self.counters, self.emit, self.turn_id = caller, vault, counters, emit, turn_id
@@ -192,11 +191,8 @@ class Orchestrator:
             self._block(step, "missing_params", ",".join(missing))
             raise Stop(fallback("invalid_tool_call", f"missing {','.join(missing)}"))
         args = once_each({p: params[p] for p in card.required_params})
-        arrange = getattr(self.domain, "arrange", None)
-        if callable(arrange):  # the pack's own order of a card's arguments (pairs of lists)
-            args = arrange(card.tool, args, self.facts)
-        undecided = getattr(self.domain, "undecided", None)
-        open_ = undecided(card.tool, args, self.facts) if callable(undecided) else None
+        args = self.domain.arrange(card.tool, args, self.facts)  # the pack's own order of a card's arguments
+        open_ = self.domain.undecided(card.tool, args, self.facts)
         if open_:  # the user's words leave a choice open (a tie): ask it, never let the model pick
             about, options = open_
             self.counters.blocked("undecided_parameter")

@@ -25,6 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.core.domain import Domain
 from pipelines.guardrails import canary_token
 from pipelines.protocols import ChatMessage
 from pipelines.sgc.w1 import LONG_TAGS, W1Tags
@@ -62,7 +63,7 @@ def _signature(name: str, schema: Mapping[str, Any]) -> str:
     return f"{name}({', '.join(schema.get('properties', {}))})"
 
 
-def orchestrator_head(domain: Any, tags: W1Tags = LONG_TAGS) -> str:
+def orchestrator_head(domain: Domain, tags: W1Tags = LONG_TAGS) -> str:
     """The fixed system message of the orchestrator role for ``domain`` (same bytes every turn)."""
     reg = domain.registry
     labels = "; ".join(f"{i}: {', '.join(subs)}" for i, subs in domain.labels.items())

@@ -24,7 +24,7 @@ from pipelines.core.contract import (
     SourceRef,
     task_state,
 )
-from pipelines.core.domain import DomainTexts, TurnFacts
+from pipelines.core.domain import Domain, DomainTexts, TurnFacts
 from pipelines.core.outcome import Outcome
 from pipelines.guardrails.pii import Vault
 
@@ -43,7 +43,7 @@ def _sources(facts: TurnFacts) -> list[SourceRef]:
     return list(out.values())
 
 
-def build_contract(domain: Any, facts: TurnFacts, outcome: Outcome, *, turn_id: str, locale: str,
+def build_contract(domain: Domain, facts: TurnFacts, outcome: Outcome, *, turn_id: str, locale: str,
                    vault: Vault, c1: dict[str, Any] | None, c2: dict[str, Any] | None,
                    c3: dict[str, Any] | None, verified: bool) -> ForwardContract:
     """The forward contract of this turn (see module docstring)."""
@@ -85,7 +85,7 @@ def _fmt(text: str, **fields: Any) -> str:
         return ""
 
 
-def template_reply(domain: Any, facts: TurnFacts, contract: ForwardContract, outcome: Outcome, *,
+def template_reply(domain: Domain, facts: TurnFacts, contract: ForwardContract, outcome: Outcome, *,
                    intent: str, sub_intent: str) -> list[str]:
     """The reply's sentences from the contract alone (see module docstring)."""
     texts: DomainTexts = domain.texts
