@@ -35,10 +35,10 @@ __all__ = ["main", "run"]
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _ns(source: str, config: str, tables: list[str]) -> argparse.Namespace:
+def _ns(source: str, config: str, tables: list[str], telemetry: str | None = None) -> argparse.Namespace:
     from serve.whatif import build_parser
 
-    argv = ["--from", source, "--config", config, "--out", "unused"]
+    argv = ["--from", source, "--config", config, "--out", "unused"] + (["--telemetry", telemetry] if telemetry else [])
     for t in tables:
         argv += ["--table", t]
     return build_parser().parse_args(argv)
@@ -57,7 +57,8 @@ def _w3_always(tmp: Path, bundle: dict[str, Any]) -> str:
     return f"w3={path}"
 
 
-def run(source: str, config: str, *, turns: int, table: str | None = None, work: Path | None = None) -> dict[str, Any]:
+def run(source: str, config: str, *, turns: int, table: str | None = None, work: Path | None = None,
+        telemetry: str | None = None) -> dict[str, Any]:
     """Time the candidates over the logged run (see module docstring); returns the results document."""
     import tempfile
 
@@ -67,7 +68,9 @@ def run(source: str, config: str, *, turns: int, table: str | None = None, work:
     from serve.whatif import build_sides, load_sessions
 
     entry = load_serve_file(config).applications[0]
-    sessions, _ = load_sessions(_ns(source, config, []), entry.args)
+    t0 = time.perf_counter()
+    sessions, _ = load_sessions(_ns(source, config, [], telemetry), entry.args)
+    load_s = time.perf_counter() - t0
     distinct = sum(len(s.turns) for s in sessions)
     copies = max(1, -(-turns // max(distinct, 1)))
     work = work or Path(tempfile.mkdtemp(prefix="bench-whatif-"))
@@ -75,7 +78,8 @@ def run(source: str, config: str, *, turns: int, table: str | None = None, work:
     if table:
         candidates["table"] = [table]
     out: dict[str, Any] = {"source": source, "config": config, "sessions": len(sessions), "distinct_turns": distinct,
-                           "copies": copies, "turns": distinct * copies, "cpus": os.cpu_count(),
+                           "copies": copies, "turns": distinct * copies, "load_s": round(load_s, 2),
+                           "cpus": os.cpu_count(),
                            "python": platform.python_version(), "loadavg_before": list(os.getloadavg()),
                            "candidates": {}}
     for name, tables in candidates.items():
@@ -97,11 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--from", dest="source", required=True, help="a logged run (eval folder or telemetry folder)")
     ap.add_argument("--config", default=str(REPO / "configs" / "embedded.yaml"))
+    ap.add_argument("--telemetry", default=None, help="the run's event-log folder (default: as tandem whatif finds it)")
     ap.add_argument("--turns", type=int, default=1000, help="logged turns re-decided per candidate (at least)")
     ap.add_argument("--table", default=None, metavar="KIND=FILE", help="a third candidate, as tandem whatif takes it")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "bench_whatif.json")
     ns = ap.parse_args(argv)
-    doc = run(ns.source, ns.config, turns=ns.turns, table=ns.table)
+    doc = run(ns.source, ns.config, turns=ns.turns, table=ns.table, telemetry=ns.telemetry)
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"{doc['turns']} logged turns ({doc['distinct_turns']} distinct x {doc['copies']}), "

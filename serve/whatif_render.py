@@ -121,7 +121,7 @@ table{border-collapse:collapse;margin:6px 0 10px}td,th{border:1px solid #dde2ea;
 th{background:#f3f5f9;font-weight:600}.num{text-align:right}.hot{background:#fff1e6;font-weight:600}
 .turn{border:1px solid #dde2ea;border-radius:6px;padding:10px 14px;margin:12px 0;background:#fbfcfe}
 .turn h3{font-size:14px;margin:0 0 6px;color:#3a4458}.text{font-style:italic;margin:4px 0 8px;color:#2a3140}
-.before{color:#8a2b2b}.after{color:#1f6b3a}.rule{font-size:13px;color:#3a4458;margin:2px 0}
+.turn table{width:100%}.before,.after{width:44%}.before{color:#8a2b2b}.after{color:#1f6b3a}.rule{font-size:13px;color:#3a4458;margin:2px 0}
 .note{font-size:12px;color:#6b7385}code{font:12px/1.4 'DejaVu Sans Mono',monospace}
 """
 
@@ -130,9 +130,11 @@ def html(d: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML page."""
     e = _html.escape
     rows = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _summary(d))
-    kinds = "".join(
-        f"<tr{' class=hot' if c['changed'] else ''}><td>{e(k)}</td><td class=num>{c['same']}</td>"
-        f"<td class=num>{c['changed']}</td></tr>" for k, c in (d.get("by_kind") or {}).items())
+    by_kind = d.get("by_kind") or {}
+    heads = "".join(f"<th{' class=hot' if c['changed'] else ''}>{e(k)}</th>" for k, c in by_kind.items())
+    same = "".join(f"<td class=num>{c['same']}</td>" for c in by_kind.values())
+    moved = "".join(f"<td class='num{' hot' if c['changed'] else ''}'>{c['changed']}</td>" for c in by_kind.values())
+    kinds = f"<tr><th></th>{heads}</tr><tr><th>same</th>{same}</tr><tr><th>changed</th>{moved}</tr>"
     turns = []
     for c in d.get("changes") or []:
         diff = "".join(f"<tr><td>{e(k)}</td><td class=before><code>{e(brief(k, c['before'].get(k)))}</code></td>"
@@ -152,6 +154,5 @@ def html(d: Mapping[str, Any]) -> str:
             f"<li>{e(s['session_id'])}: {e(s['why'])}</li>" for s in d["skipped"]) + "</ul>"
     n = len(d.get("changes") or [])
     return (f"<!doctype html><html><head><meta charset=utf-8><title>What-if report</title><style>{_CSS}</style>"
-            f"</head><body><h1>What-if report</h1><table>{rows}</table><h2>Decisions by kind</h2><table><tr><th>kind"
-            f"</th><th>same</th><th>changed</th></tr>{kinds}</table><h2>Changed turns (first {n} of "
+            f"</head><body><h1>What-if report</h1><table>{rows}</table><h2>Decisions by kind</h2><table>{kinds}</table><h2>Changed turns (first {n} of "
             f"{d.get('changed')})</h2>{''.join(turns) or '<p>none</p>'}{extra}</body></html>\n")

@@ -249,3 +249,15 @@ def test_phi_row_names_the_row_a_lookup_hits():
     assert phi_row(tables.phi, "cancel", "order", ["user_id", "order_id", "query"]).startswith(f"phi.rows.{first} ")
     assert phi_row(tables.phi, "cancel", "order", ["user_id"]).startswith(f"phi.rows.{first + 1} ")
     assert phi_row(tables.phi, "human", "agent", ["user_id"]).startswith("no row of support-phi")
+
+
+def test_rerun_changed_sends_exactly_the_changed_calls_to_the_live_client(sessions):
+    rules = with_row("greeting", "hello", [], then="clarify:identity")
+    kept = run(sessions, side("candidate", rules))
+    live = ScriptModels(["greeting</INTENT><SUB_INTENT>hello</SUB_INTENT><NARRATION>Hi.</NARRATION>"])
+    rerun = run(sessions, side("candidate", rules, live=live, rerun_changed=True))
+    assert kept.model_calls["estimated"] > 0 and kept.estimated > 0
+    assert rerun.model_calls["estimated"] == 0 and rerun.estimated == 0
+    assert rerun.model_calls["live"] == len(live.calls) > 0
+    # the calls the candidate left as they were still come from the log: s1's opening, all of s2
+    assert rerun.model_calls["logged"] >= 4 and all(c.turn > 0 for c in rerun.changes if c.model_calls["live"])
