@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
-from pipelines.core.modelrecord import RecordingModels, bind_turn, call_key, call_slot, picks, unpick
+from pipelines.core.modelrecord import (
+    RecordingModels,
+    bind_turn,
+    call_key,
+    call_slot,
+    picks,
+    unpick,
+)
 from pipelines.protocols import ChatMessage, ModelCall, StructuredOutput
 from tests.doubles import ScriptModels
 
