@@ -91,6 +91,11 @@ def _summary(d: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _cell(text: str) -> str:
+    """A Markdown table cell: one line, its pipes escaped."""
+    return text.replace("\n", " ").replace("|", "\\|")
+
+
 def markdown(d: Mapping[str, Any]) -> str:
     """The report as Markdown."""
     out = ["# What-if report", "", "| | |", "|---|---|"]
@@ -102,7 +107,7 @@ def markdown(d: Mapping[str, Any]) -> str:
     for c in changes:
         out += [f"### {c['session_id']} · turn {c['turn']} ({c['turn_id']})", "", f"> {c['text']}", ""]
         out += ["| decision | before | after |", "|---|---|---|"]
-        out += [f"| {k} | {brief(k, c['before'].get(k))} | {brief(k, c['after'].get(k))} |".replace("\n", " ")
+        out += [f"| {k} | {_cell(brief(k, c['before'].get(k)))} | {_cell(brief(k, c['after'].get(k)))} |"
                 for k in c["kinds"]]
         out += [""] + [f"- {r}" for r in c.get("rules") or []] + [f"- note: {n}" for n in c.get("notes") or []] + [""]
     if d.get("not_reproduced"):

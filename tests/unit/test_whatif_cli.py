@@ -182,3 +182,16 @@ def test_the_brief_lines_a_person_reads() -> None:
     assert brief("card", {"shown": None, "executed": None, "refused": [{"card_id": "card.x", "reason": "r"}]}) == \
         "refused card.x: r"
     assert brief("clarify", None) == "—"
+
+
+def test_the_pages_escape_what_they_show() -> None:
+    from pipelines.core.whatif import Change, WhatIfReport
+    from serve.whatif_render import html, markdown
+
+    rep = WhatIfReport(turns=1, replayed=1, changed=1, changes=[Change(
+        session_id="s", turn_id="t", turn=0, text="<script>alert(1)</script>", kinds=["clarify"],
+        before={"clarify": None}, after={"clarify": {"question": "which one: a | b?", "options": []}})])
+    rep.by_kind["clarify"].changed = 1
+    page, md = html(rep.model_dump(mode="json")), markdown(rep.model_dump(mode="json"))
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "| clarify | — | which one: a \\| b? |" in md
