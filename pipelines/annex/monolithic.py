@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.annex.dr.state import META_KEY, load_facts
-from pipelines.core.domain import Domain
 from pipelines.core.generate import reply_deltas
 from pipelines.core.ports import Guardrails, ToolRunner
 from pipelines.core.prologue import open_turn
@@ -29,6 +28,8 @@ from pipelines.guardrails import LocalGuardrails
 from pipelines.guardrails.ids import extract_ids
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient
 from pipelines.turn import TurnContext
+
+from .rungpack import RungPack
 
 __all__ = ["MonolithicSettings", "MonolithicPipeline"]
 
@@ -54,7 +55,7 @@ class MonolithicPipeline:
 
     name = "monolithic"
 
-    def __init__(self, domain: Domain, models: ModelClient, tools: ToolRunner, guardrails: Guardrails | None = None,
+    def __init__(self, domain: RungPack, models: ModelClient, tools: ToolRunner, guardrails: Guardrails | None = None,
                  *, settings: MonolithicSettings | None = None, counters: Counters | None = None) -> None:
         self.domain, self.models, self.tools = domain, models, tools
         self.guardrails: Guardrails = guardrails or LocalGuardrails()
@@ -88,10 +89,8 @@ class MonolithicPipeline:
                     order = await call("get_order_details", {"order_id": oid})
                     if order:
                         lines.append("order: " + self.domain.summarize("get_order_details", vault.redact_obj(order)))
-        search = getattr(self.domain, "search_help", None)
-        if search is not None:
-            _, hits = search(text, self.settings.help_articles)
-            lines += [f"help [{h.id}] {h.title}: {h.body[:240]}" for h in hits]
+        _, hits = self.domain.search_help(text, self.settings.help_articles)
+        lines += [f"help [{h.id}] {h.title}: {h.body[:240]}" for h in hits]
         st.emit("mono.context", calls=calls, lines=len(lines), authenticated_user_id=facts.authenticated_user_id)
         return lines
 

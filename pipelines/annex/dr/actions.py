@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from typing import Any, Protocol
 
 from pipelines.annex.dr.inputs import OrchestratorInput
+from pipelines.annex.rungpack import RungPack
 from pipelines.core.contract import EligibleAction, ObservationRecord, PendingCard
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Emit, Outcome
@@ -41,7 +42,7 @@ def _rolled_back(stop: Stop) -> bool:
 class LoopHost(Protocol):
     """What the terminal handlers need of the loop that runs them (the :class:`Orchestrator`)."""
 
-    domain: Any
+    domain: RungPack
     tools: Any
     counters: Any
     settings: Any

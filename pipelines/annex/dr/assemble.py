@@ -8,13 +8,14 @@ are the pack's lines for the card on offer (or executed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pipelines.core.contract import EligibleAction, ForwardContract, SourceRef, task_state
-from pipelines.core.domain import Domain
 from pipelines.core.outcome import Outcome
 from pipelines.spans import retriever_span
 
+from ..rungpack import RungPack
 from .inputs import OrchestratorInput
 
 __all__ = ["build_forward"]
@@ -22,13 +23,13 @@ __all__ = ["build_forward"]
 _MIN_SCORE = 3.0  # one keyword overlap alone does not make an article relevant
 
 
-def _sources(search_help: Any, text: str, outcome: Outcome, limit: int = 2) -> list[SourceRef]:
+def _sources(search_help: Callable[..., Any], text: str, outcome: Outcome, limit: int = 2) -> list[SourceRef]:
     out: dict[str, SourceRef] = {}
     for o in outcome.observations:
         if o.ok and o.result and "articles" in o.result:
             for a in o.result["articles"]:
                 out.setdefault(a["id"], SourceRef(id=a["id"], title=a["title"], snippet=a["body"][:280]))
-    if text and search_help is not None:
+    if text:
         with retriever_span(text, source="help") as r:
             _, hits = search_help(text, limit)
             r.documents([{"id": h.id, "content": h.body, "score": h.score, "metadata": {"title": h.title}} for h in hits])
@@ -39,7 +40,7 @@ def _sources(search_help: Any, text: str, outcome: Outcome, limit: int = 2) -> l
     return list(out.values())[: limit + 2]
 
 
-def build_forward(inp: OrchestratorInput, outcome: Outcome, domain: Domain) -> ForwardContract:
+def build_forward(inp: OrchestratorInput, outcome: Outcome, domain: RungPack) -> ForwardContract:
     """The forward contract of this turn (every text in it is redacted)."""
     state: dict[str, Any] = {}
     if inp.facts.authenticated_user_id:
@@ -63,7 +64,7 @@ def build_forward(inp: OrchestratorInput, outcome: Outcome, domain: Domain) -> F
                       blocked=inp.blocked and outcome.fallback is not None
                       and outcome.fallback.trigger == "guardrail_block")
     blocked = task == "blocked"
-    search = getattr(domain, "search_help", None)
+    search = domain.search_help
     return ForwardContract(
         turn_id=inp.turn_id,
         locale=inp.locale,

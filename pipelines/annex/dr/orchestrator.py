@@ -28,6 +28,7 @@ from typing import Any
 
 from pipelines.annex.dr.actions import ActionHandler
 from pipelines.annex.dr.inputs import OrchestratorInput, OrchestratorSettings
+from pipelines.annex.rungpack import RungPack
 from pipelines.core.contract import ObservationRecord
 from pipelines.core.decisions import Offer, clean_schema, decision_schema
 from pipelines.core.epilogue import settle
@@ -64,7 +65,7 @@ class Orchestrator:
 
     def __init__(
         self,
-        domain: Any,
+        domain: RungPack,
         models: ModelClient,
         tools: ToolRunner,
         *,

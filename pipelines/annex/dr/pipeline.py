@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.annex.dr.state import META_KEY, load_facts
+from pipelines.annex.rungpack import RungPack
 from pipelines.core.contract import ForwardContract
-from pipelines.core.domain import Domain
 from pipelines.core.epilogue import close, forward, path_event
 from pipelines.core.fallback import fallback
 from pipelines.core.generate import guarded_sentences
@@ -70,7 +70,7 @@ class DRSettings:
     clarify_default: str = ""
 
 
-def _with_domain_texts(s: DRSettings, domain: Any) -> DRSettings:
+def _with_domain_texts(s: DRSettings, domain: RungPack) -> DRSettings:
     """``s`` with every empty text taken from the domain's texts."""
     import dataclasses
 
@@ -87,7 +87,7 @@ class DRPipeline:
 
     def __init__(
         self,
-        domain: Domain,
+        domain: RungPack,
         models: ModelClient,
         tools: ToolRunner,
         guardrails: Guardrails | None = None,

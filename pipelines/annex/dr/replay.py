@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.annex.dr.inputs import OrchestratorInput, OrchestratorSettings
 from pipelines.annex.dr.state import SessionFacts
+from pipelines.annex.rungpack import RungPack
 from pipelines.core.contract import PendingCard
 from pipelines.core.replay import PlaybackModels, PlaybackTools, normalize_events
 from pipelines.counters import Counters
@@ -53,7 +54,7 @@ def decision_trace(events: Iterable[Any]) -> list[dict[str, Any]]:
     return trace
 
 
-async def replay_turn(events: Iterable[Any], domain: Any) -> ReplayReport:
+async def replay_turn(events: Iterable[Any], domain: RungPack) -> ReplayReport:
     """Re-run the orchestrator's decisions of one turn from its events; report whether they match."""
     evs = normalize_events(events)
     start = next((e for e in evs if e.get("kind") == "dr.start"), None)
