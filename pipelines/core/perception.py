@@ -16,7 +16,9 @@
 
 Decoding modes (``segments``, ``parallel``): the same text from three calls — the intent label, the
 sub-intent label (of that intent), then the narration and plan, each continuing the text so far as
-the reply's prefix (the tags between the labels are given, never decoded); or the narration in its
+the reply's prefix (the tags between the labels are given, never decoded; with ``skip_forced`` a label
+with one allowed value — an intent with one sub-intent, a request the caller narrowed to one intent — is
+given too, with no call); or the narration in its
 own call (its own short prompt, one sentence) beside the two label calls, which start when its first
 word went out or ``lead_ms`` passed — the caller may start deciding (``on_labels``) while the
 narration still streams.
@@ -71,6 +73,7 @@ class W1Config:
     lead_ms: float = 0.0
     hold_words: int | None = None
     degrade: bool = True
+    skip_forced: bool = False  # segments: a label with one allowed value is given, not decoded
 
 
 @dataclass
@@ -137,7 +140,13 @@ class Perception:
                          prefix=self.opening, priority=self.c.priority, purpose="w1")
 
     async def _label(self, call: ModelCall, prefix: str, kind: str, values: list[str]) -> str:
-        """One label decoded alone, continuing ``prefix``; must be one of ``values``."""
+        """One label decoded alone, continuing ``prefix``; must be one of ``values``.
+
+        With ``skip_forced``, a label with one allowed value is that value without a call: its grammar
+        admits nothing else, so decoding it could only spend a prefill and a few tokens."""
+        if self.c.skip_forced and len(values) == 1:
+            self.emit(f"{self.prefix}.w1.forced_label", section=kind, value=values[0])
+            return values[0]
         seg = call.model_copy(update={"prefix": prefix, "max_tokens": 24, "purpose": f"w1.{kind.replace('-', '_')}",
                                       "structured_output": StructuredOutput(kind="grammar",
                                                                             spec=label_grammar(kind, values))})

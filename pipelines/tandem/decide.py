@@ -58,7 +58,7 @@ def w1_config(s: TandemSettings) -> W1Config:
                     priority=s.first_call_priority, narration_max_chars=s.narration_max_chars,
                     narration_required=True, opened=True, plan=False, segments=s.w1_segments,
                     parallel=s.w1_parallel_narration, lead_ms=s.w1_narration_lead_ms,
-                    hold_words=s.narration_hold_words, degrade=True)
+                    hold_words=s.narration_hold_words, degrade=True, skip_forced=s.w1_skip_forced_labels)
 
 
 def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] | None:

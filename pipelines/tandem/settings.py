@@ -37,6 +37,9 @@ class TandemSettings(BaseModel):
         0.0, ge=0.0, le=2000.0, description="With w1_parallel_narration: the label calls start when the narration's "
         "first word went out, or after this many ms, whichever is first (the narration's prefill and first tokens "
         "run alone; the labels' prefill, batched with them, would stall them); 0 starts them together.")
+    w1_skip_forced_labels: bool = Field(
+        False, description="With w1_segments: a label with one allowed value (an intent with one sub-intent, a "
+        "request narrowed to one intent) is given without a call — its grammar admits nothing else.")
     narration_hold_words: int | None = Field(
         None, ge=0, le=20, description="None: a narration word goes out as soon as no violation can still grow "
         "from it (the narration judge's patterns, matched partially); a number: narration is released that many "
