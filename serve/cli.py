@@ -13,6 +13,7 @@
     tandem explain SESSION [TURN]  one turn's story: text, decisions, contract, guards, delivery, waterfall
     tandem whatif --from RUN ...   re-decide logged sessions under a changed table, pack or model: what changes
     tandem eval ARGS...            pipelines over the tau2 / flows / coach suites: table, ratios, CDF
+    tandem cost ARGS...            model calls, tokens, engine time and goodput per turn and kind, priced on production
     tandem domain list|new|check   the installed domain packs, a new one, the conformance suite
 """
 
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("whatif", help="re-decide logged sessions under a candidate change (tandem whatif --help)")
     sub.add_parser("sweep", help="serving-config sweep: one load test per grid point (tandem sweep --help)")
     sub.add_parser("eval", help="pipelines over the evaluation suites: table, ratios, CDF (tandem eval --help)")
+    sub.add_parser("cost", help="what a turn spends per pipeline kind, side by side (tandem cost --help)")
     pm = sub.add_parser("prepare-model", help="convert the embedded model (once)")
     pm.set_defaults(func=cmd_prepare)
     sub.add_parser("k8s", help="KubeRay manifests: render from a profile, validate any manifest (tandem k8s --help)")
@@ -265,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         from serve.eval import main as eval_main
 
         return int(eval_main(argv[1:]) or 0)
+    if argv and argv[0] == "cost":
+        from serve.cost import main as cost_main
+
+        return int(cost_main(argv[1:]) or 0)
     ns = build_parser().parse_args(argv)
     try:
         return int(ns.func(ns) or 0)
