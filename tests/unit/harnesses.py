@@ -53,12 +53,12 @@ class _Session:
         self.user_id: str | None = None
         self.n = 0
 
-    def _run(self, text: str) -> TurnResult:
+    def _run(self, text: str, request: TurnRequest | None = None) -> TurnResult:
         self.n += 1
         start = len(self.sink.events)
 
         async def go() -> list[Any]:
-            req = TurnRequest(text=text, user_id=self.user_id)
+            req = request or TurnRequest(text=text, user_id=self.user_id)
             return [e async for e in self.runner.run(self.session, req, trace_id="tr", turn_id=f"t{self.n}")]
 
         events = asyncio.run(go())
@@ -110,6 +110,12 @@ class TandemHarness(_Session):
         self.models.push("generator", *gen)
         self.models.push("slot_extractor", *slots)
         return self._run(text)
+
+    def _run_request(self, request: TurnRequest, *, orch: Sequence[Any] = (), gen: Sequence[Any] = ()) -> TurnResult:
+        """One turn of a whole request (its own fields: labels under oracle perception)."""
+        self.models.push("orchestrator", *orch)
+        self.models.push("generator", *gen)
+        return self._run(request.text, request)
 
 
 class DRHarness(_Session):

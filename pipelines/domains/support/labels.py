@@ -118,7 +118,7 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
     ("account", _NEW_ADDRESS),
     ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
-                                r"refund(?:ed)?|late|delayed|paid|charged|billed)\b", re.I)),
+                                r"refund(?:ed)?|late|delayed)\b", re.I)),
     ("policy", re.compile(r"\b(polic\w*|why|how (?:do|can|long|does)|can i|allowed)\b", re.I)),
     ("product", re.compile(r"\b(products?|in stock|available|options?|models?|variants?)\b", re.I)),
     ("human", re.compile(r"\b(human|agent|person|representative|someone)\b", re.I)),

@@ -1,0 +1,120 @@
+"""The instructed tau2 user: it says only what its instructions say, answers what was asked, judges cards by what it
+wants; and the split of a task file into the half studied and the half measured. Every task here is written for
+these tests."""
+
+from __future__ import annotations
+
+from pipelines.core.evaluation import AssistantTurn
+from pipelines.core.tau2_user import (
+    SPLIT_SEED,
+    InstructedUser,
+    conditionals,
+    identity_lines,
+    sayable,
+    split_half,
+)
+from pipelines.domains.support.tau2_user import instructed_vocabulary
+
+DB = {
+    "users": {"nadia_okafor_1": {"user_id": "nadia_okafor_1", "payment_methods": {
+        "credit_card_1": {"source": "credit_card", "brand": "visa", "last_four": "1111"},
+        "paypal_2": {"source": "paypal"}}}},
+    "orders": {"#W7000001": {"order_id": "#W7000001", "user_id": "nadia_okafor_1", "status": "delivered", "items": [
+        {"name": "Electric Kettle", "product_id": "PK", "item_id": "K1", "options": {"capacity": "1L", "color": "white"}},
+        {"name": "Yoga Mat", "product_id": "PY", "item_id": "Y1", "options": {"thickness": "4mm"}}]}},
+    "products": {"PK": {"name": "Electric Kettle", "variants": {"K1": {"options": {"capacity": "1L"}},
+                                                                 "K2": {"options": {"capacity": "2L"}}}},
+                 "PY": {"name": "Yoga Mat", "variants": {"Y1": {"options": {"thickness": "4mm"}}}}},
+}
+CARD_TOOLS = {"card.exchange_items": "exchange_delivered_order_items", "card.cancel_order": "cancel_pending_order"}
+WANT = {"order_id": "#W7000001", "item_ids": ["K1"], "new_item_ids": ["K2"], "payment_method_id": "paypal_2"}
+REASON = ("You want to swap the kettle you got last week for a larger one. You would pay any difference with PayPal. "
+          "If the agent asks about the yoga mat, say that it stays. Make sure the agent does not touch other items. "
+          "(The kettle is white, but do not reveal it.)")
+
+
+def task(reason: str = REASON, known: str = "You are Nadia Okafor, zip code 60614.") -> dict:
+    return {"id": "x1", "user_scenario": {"instructions": {"reason_for_call": reason, "known_info": known,
+                                                            "unknown_info": "", "task_instructions": "Be brief."}},
+            "evaluation_criteria": {"actions": [
+                {"name": "find_user_id_by_name_zip", "arguments": {"first_name": "Nadia", "last_name": "Okafor",
+                                                                    "zip": "60614"}},
+                {"name": "exchange_delivered_order_items", "arguments": WANT}]}}
+
+
+def user(**kw) -> InstructedUser:
+    return InstructedUser(task(**kw), instructed_vocabulary(DB), CARD_TOOLS, max_turns=8)
+
+
+def test_only_the_sentences_that_state_a_wish_are_sayable_in_the_first_person():
+    assert sayable(REASON) == ["I want to swap the kettle I got last week for a larger one.",
+                               "I would pay any difference with PayPal."]  # directives and hidden asides dropped
+    assert conditionals(REASON) == [(frozenset({"yoga", "mat"}), "It stays.")]
+
+
+def test_identity_comes_from_what_the_user_knows_in_the_order_the_pack_prefers():
+    known = "You are mei_lin_4242, email mei.lin@example.com, living in zipcode 02134."
+    assert identity_lines(known) == ["My email is mei.lin@example.com.", "My user id is mei_lin_4242, zip code 02134."]
+    assert identity_lines(known, ("user_id",)) == ["My user id is mei_lin_4242, zip code 02134."]
+    assert identity_lines("You are Nadia Okafor in zip code 60614.") == ["I'm Nadia Okafor, zip code 60614."]
+    assert identity_lines("You are Nadia Okafor.") == []  # a name without a zip identifies no one here
+
+
+def test_it_answers_what_was_asked_and_says_when_it_does_not_know():
+    u = user()
+    assert u.opening() == "I want to swap the kettle I got last week for a larger one."
+    assert u.respond(AssistantTurn(question="Could you share your email, or your name and zip code?")).text == \
+        "I'm Nadia Okafor, zip code 60614."
+    r = u.respond(AssistantTurn(question="Which order do you mean? Please share the order number."))
+    assert r.text == "I don't know the order number. I want to swap the kettle I got last week for a larger one."
+    assert u.respond(AssistantTurn(question="Which of your payment methods should I use?")).text == \
+        "I would pay any difference with PayPal."
+    r = u.respond(AssistantTurn(question="Why would you like to cancel?"))
+    assert (r.text, r.rule) == ("I just don't need it anymore.", "facts")  # nothing on it: the pack's line
+    assert u.respond(AssistantTurn(question="Anything about the Yoga Mat to change?")).text == "It stays."
+
+
+def test_a_question_asked_again_word_for_word_after_an_answer_is_a_repeated_ask():
+    u = user()
+    u.opening()
+    q = AssistantTurn(question="Which of your payment methods should I use?")
+    assert not u.respond(q).repeated_ask
+    assert u.respond(AssistantTurn(question="Which item do you mean?")).repeated_ask is False
+    assert u.respond(q).repeated_ask and u.repeated_asks == 1
+
+
+def test_a_card_is_judged_against_what_it_wants_and_a_card_offered_again_after_a_no_is_counted():
+    u = user()
+    u.opening()
+    wrong = {**WANT, "item_ids": ["K1", "Y1"], "new_item_ids": ["K2", "Y1"]}
+    assert u.respond(AssistantTurn(cards=(("card.exchange_items", wrong),))).rule == "no"
+    r = u.respond(AssistantTurn(question="What should I change about it?"))
+    assert (r.text, r.rule) == ("Not the Yoga Mat.", "what_differs")  # what differs, in words
+    assert u.respond(AssistantTurn(cards=(("card.exchange_items", wrong),))).rule == "no"
+    assert (u.cards_refused, u.reoffered_after_no) == (2, 1)
+    assert u.pursuing() == "exchange_delivered_order_items"
+    assert u.respond(AssistantTurn(cards=(("card.exchange_items", WANT),))).rule == "yes"
+    assert u.pursuing() is None
+    assert u.respond(AssistantTurn(text="Done.")).rule == "done"
+
+
+def test_it_picks_among_listed_choices_by_its_instructions_words_and_tells_the_rest_then_gives_up():
+    u = user()
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which one: your visa ending 1111, your PayPal account?",
+                                options=("your visa ending 1111", "your PayPal account")))
+    assert (r.text, r.rule) == ("I would pay any difference with PayPal.", "chooses")
+    v = user()
+    v.opening()
+    assert v.respond(AssistantTurn(text="Let me look.")).rule == "tells"  # the next sentence not said yet
+    assert v.respond(AssistantTurn(text="Okay.")).rule == "restate"
+    assert v.respond(AssistantTurn(text="Okay.")).rule == "restate"
+    assert v.respond(AssistantTurn(text="Okay.")).rule == "stuck"
+
+
+def test_the_split_is_fixed_by_its_seed_and_halves_the_tasks():
+    ids = [str(i) for i in range(11)]
+    halves = split_half(ids)
+    assert halves == split_half(list(reversed(ids)))  # file order does not matter
+    assert sum(h == "studied" for h in halves.values()) == 6 and set(halves.values()) == {"studied", "measured"}
+    assert split_half(ids, seed=SPLIT_SEED + 1) != halves
