@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.core.domain import TurnFacts
+from pipelines.core.domain import Domain, TurnFacts
 from pipelines.grounding import constrain_args
 from pipelines.schema_bounds import bound_schema
 
@@ -122,7 +122,7 @@ def owned_records(facts: TurnFacts, kind: str | None) -> list[str]:
     return [i for i in cands.of(kind) if cands.source_of(kind, i) == "record"]
 
 
-def build_offer(domain: Any, facts: TurnFacts, *, intent: str, sub_intent: str) -> Offer:
+def build_offer(domain: Domain, facts: TurnFacts, *, intent: str, sub_intent: str) -> Offer:
     """The tools, cards, clarify topics and selectable entities offered now."""
     offer = Offer()
     cands = facts.candidates

@@ -230,8 +230,13 @@ class PackEvaluation:
         return []
 
 
-def evaluation_of(pack: Any) -> PackEvaluation:
-    """The pack's evaluation hooks (the empty default when it declares none)."""
-    hook = getattr(pack, "evaluation", None)
-    kit = hook() if callable(hook) else None
+class EvaluatedPack(Protocol):
+    """What the harness reads of a pack here: its ``evaluation`` hook (the ``Domain`` protocol's)."""
+
+    def evaluation(self) -> PackEvaluation: ...
+
+
+def evaluation_of(pack: EvaluatedPack) -> PackEvaluation:
+    """The pack's evaluation hooks (``PackBase``'s default: none of its own)."""
+    kit = pack.evaluation()
     return kit if isinstance(kit, PackEvaluation) else PackEvaluation()

@@ -31,6 +31,7 @@ from pipelines.sgc.w3 import (
     schedule_turn,
 )
 
+from .domain import Domain
 from .ports import W1Tables
 
 __all__ = ["ScheduleResult", "branch_tables", "merged_candidates", "decide_w3", "prior_metas", "tables_holder", "load_bundle",
@@ -86,7 +87,7 @@ def decide_w3(
     return ScheduleResult(pick=pick, meta=meta, candidates=tuple(cands))
 
 
-def _checks(domain: Any) -> dict[str, Any]:
+def _checks(domain: Domain) -> dict[str, Any]:
     return {"labels": domain.labels, "tools": domain.registry.names(), "conflict_kinds": tuple(domain.conflict_kinds),
             "branches": set(domain.branch_of_intent.values())}
 
@@ -97,13 +98,13 @@ def prior_metas(ctx: Any, window: int) -> list[dict[str, Any]]:
     return metas[-window:] if window else []
 
 
-def tables_holder(domain: Any) -> RuleTablesHolder:
+def tables_holder(domain: Domain) -> RuleTablesHolder:
     """A hot-reload holder primed with ``domain``'s packaged rule bundle, checked against its labels, tools,
     conflict kinds and W3 branches (a reload is checked the same way)."""
     return RuleTablesHolder(domain.rule_tables(), **_checks(domain))
 
 
-def load_bundle(domain: Any, data: Any) -> RuleTables:
+def load_bundle(domain: Domain, data: Any) -> RuleTables:
     """Validate a rule bundle (a ``user_config``'s ``rules``) against ``domain`` (raises ConfigError)."""
     return load_rule_tables(data, **_checks(domain))
 
@@ -127,7 +128,7 @@ class LocalRuleKernels:
         self.max_paragraphs = max_paragraphs
 
     @classmethod
-    def of(cls, domain: Any, holder: RuleTablesHolder | None = None, *,
+    def of(cls, domain: Domain, holder: RuleTablesHolder | None = None, *,
            max_paragraphs: int | None = None) -> LocalRuleKernels:
         """The kernels of ``domain`` (its labels, tool names and branches), over ``holder`` (default: its
         packaged tables)."""

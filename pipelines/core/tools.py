@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines.core.contract import ObservationRecord
-from pipelines.core.domain import TurnFacts
+from pipelines.core.domain import Domain, TurnFacts
 from pipelines.core.ports import ConfirmedCard, ToolCallResult, ToolRunner, ToolSession
 from pipelines.errors import LeaseLost, TandemError
 from pipelines.guardrails.pii import Vault
@@ -30,7 +30,7 @@ __all__ = ["ToolCaller"]
 class ToolCaller:
     """Runs tool calls for one turn and keeps their observation records."""
 
-    def __init__(self, domain: Any, tools: ToolRunner, facts: TurnFacts, vault: Vault, *, locale: str,
+    def __init__(self, domain: Domain, tools: ToolRunner, facts: TurnFacts, vault: Vault, *, locale: str,
                  timeout_s: float, counters: Any, emit: Callable[..., None], fence: int | None = None) -> None:
         self.domain, self.tools, self.facts, self.vault = domain, tools, facts, vault
         self.locale, self.timeout_s, self.counters, self.emit = locale, timeout_s, counters, emit

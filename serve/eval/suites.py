@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipelines.core.domain import Domain
 from pipelines.core.evaluation import (
     Case,
     EvalTurn,
@@ -57,9 +58,9 @@ __all__ = [
 TAU2_SUITES = ("tau2-openings", "tau2-tasks")
 
 
-def tau2_dir_of(pack: Any) -> Path | None:
+def tau2_dir_of(pack: Domain) -> Path | None:
     """The folder of the pack's tau2-format tasks (its task replay hook's default; ``None``: none)."""
-    hook = pack.task_replay() if callable(getattr(pack, "task_replay", None)) else None
+    hook = pack.task_replay()
     return None if hook is None else Path(hook.default_dir())
 
 

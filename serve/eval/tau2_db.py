@@ -19,15 +19,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.core.domain import Domain
+from pipelines.core.taskreplay import TaskReplayHook
 from pipelines.tools import ToolContext
 
 __all__ = ["expected_world", "changed_entities", "named_entities", "db_check"]
 
 
-def _hook(pack: Any, db_path: Path) -> Any:
-    hook = pack.task_replay(Path(db_path).parent) if callable(getattr(pack, "task_replay", None)) else None
+def _hook(pack: Domain, db_path: Path) -> TaskReplayHook:
+    hook = pack.task_replay(Path(db_path).parent)
     if hook is None:
-        raise ValueError(f"the {getattr(pack, 'name', '?')} pack has no task replay hook")
+        raise ValueError(f"the {pack.name} pack has no task replay hook")
     return hook
 
 

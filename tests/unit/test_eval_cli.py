@@ -178,16 +178,17 @@ def test_suites_group_by_the_pack_that_has_them_in_order():
 
 def test_a_third_packs_own_suite_is_found_and_built():
     from pipelines.core.evaluation import Case, EvalTurn, PackEvaluation, SuiteOptions
+    from pipelines.domain import PackBase
 
     class Kit(PackEvaluation):
         def suites(self):
             return {"greetings": lambda o: [Case("greetings", f"s{i}", (EvalTurn("hi"),)) for i in range(o.sessions)]}
 
-    class Pack:
+    class Pack(PackBase):
         def evaluation(self):
             return Kit()
 
-    class Bare:  # no evaluation hook, no task replay: nothing to play
+    class Bare(PackBase):  # PackBase's defaults: no suites of its own, no task replay: nothing to play
         pass
 
     known = suite_packs({"shop": Pack(), "bare": Bare()})
