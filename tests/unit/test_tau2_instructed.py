@@ -30,7 +30,7 @@ CARD_TOOLS = {"card.exchange_items": "exchange_delivered_order_items", "card.can
 WANT = {"order_id": "#W7000001", "item_ids": ["K1"], "new_item_ids": ["K2"], "payment_method_id": "paypal_2"}
 REASON = ("You want to swap the kettle you got last week for a larger one. You would pay any difference with PayPal. "
           "If the agent asks about the yoga mat, say that it stays. Make sure the agent does not touch other items. "
-          "(The kettle is white, but do not reveal it.)")
+          "(The kettle is white; please do not tell anyone.)")
 
 
 def task(reason: str = REASON, known: str = "You are Nadia Okafor, zip code 60614.") -> dict:
