@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from models.prepare import cache_dir
+from pipelines.core.domain import Domain
 from pipelines.core.ports import UNGROUNDED, ToolCallResult, ToolSession
 from pipelines.core.runner import WriteGate, write_tools_of
 from pipelines.domains import load_domain
@@ -37,7 +38,7 @@ __all__ = ["ToolsServer", "open_world"]
 logger = logging.getLogger("tandem.tools")
 
 
-def open_world(cfg: DomainConfig, pack: Any) -> tuple[Any, SQLiteWorldStore | None, str]:
+def open_world(cfg: DomainConfig, pack: Domain) -> tuple[Any, SQLiteWorldStore | None, str]:
     """The pack's world and its store (``None`` for a pack that is not persistent); returns its origin."""
     if not pack.persistent:
         return pack.new_world(cfg.seed, cfg.dataset), None, f"generated:{cfg.seed}"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.core.domain import Domain
 from pipelines.core.evaluation import AssistantTurn, PackEvaluation, TurnView, evaluation_of
 
 from .measures import (
@@ -84,7 +85,7 @@ def _expected(card: tuple[str, dict[str, Any]], tools: dict[str, str], writes: A
     return any(a["name"] == tool and same_arguments(card[1], a["arguments"]) for _, a in writes)
 
 
-def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent: str | None = None,
+def intent_matches(pack: Domain, label: str | None, intent: str | None, sub_intent: str | None = None,
                    kit: PackEvaluation | None = None) -> bool | None:
     """Whether a perceived intent fits a tau2 task's intent label (``None``: nothing to judge).
 
@@ -93,14 +94,14 @@ def intent_matches(pack: Any, label: str | None, intent: str | None, sub_intent:
     """
     if label is None or intent is None:
         return None
-    card_intents = {c.intent for c in pack.cards if getattr(c, "kind", "write") == "write"}
+    card_intents = {getattr(c, "intent", None) for c in pack.cards if c.kind == "write"} - {None}
     if label == "status only":
         return intent not in card_intents
     tools = (kit or evaluation_of(pack)).label_tools(label)
-    subs = tuple((getattr(pack, "labels", {}) or {}).get(intent, ()))
+    subs = tuple(pack.labels.get(intent, ()))
 
     def fits(card: Any) -> bool:
-        return card.intent == intent and (len(subs) <= 1 or (bool(sub_intent) and str(sub_intent) in card.id))
+        return getattr(card, "intent", None) == intent and (len(subs) <= 1 or (bool(sub_intent) and str(sub_intent) in card.id))
 
     return any(fits(c) for c in pack.cards if c.tool in tools)
 
@@ -157,7 +158,7 @@ class Evaluator:
     """The scripted user of whole tasks: ``instructed`` (its instructions only) or ``informed``."""
     perception: str = "model"
     """``model``: the turn perceives; ``oracle``: each turn carries the labels of the request the user pursues."""
-    _pack: Any = None
+    _pack: Domain = None  # type: ignore[assignment]  # set in __post_init__
     _kit: PackEvaluation = field(default_factory=PackEvaluation)
     _vocab: set[str] | None = None
     _client: Any = None
@@ -190,7 +191,7 @@ class Evaluator:
                 status = None
             if status is not None:
                 return status
-        key = getattr(self._pack, "entity_kind", None)
+        key = self._pack.entity_kind
         for t in reversed(session_tools):  # the status after the last confirmed write of that record
             result = t.get("result") or {}
             if key and t.get("confirmed") and t.get("ok") and result.get(key) == entity and result.get("status"):

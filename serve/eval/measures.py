@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.core.domain import Domain
 from pipelines.grounding import appears_in, normalize_value
 from pipelines.guardrails.ids import normalize_text
 from pipelines.guardrails.pii import MASKED, Vault
@@ -108,7 +109,7 @@ class SessionLedger:
         return False
 
 
-def domain_vocabulary(pack: Any) -> set[str]:
+def domain_vocabulary(pack: Domain) -> set[str]:
     """The normalised enum values of every tool schema of ``pack`` plus its fixed candidates."""
     out: set[str] = set()
     reg = pack.registry

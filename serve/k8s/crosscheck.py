@@ -240,7 +240,7 @@ def _world_volume(i: int, cfg: Any, workers: list[_Group], base: JsonPath, out: 
     from pipelines.domains import UnknownDomain, load_domain
 
     try:
-        persistent = bool(getattr(load_domain(cfg.domain.name), "persistent", False))
+        persistent = bool(load_domain(cfg.domain.name).persistent)
     except (UnknownDomain, ValueError):
         return  # the schema check names an unknown pack
     if not persistent:
