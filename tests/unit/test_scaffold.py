@@ -113,3 +113,16 @@ def test_the_new_pack_installs_registers_and_passes_its_own_tests(tmp_path: Path
     own = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
     assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-2000:]
     assert " passed" in own.stdout and "failed" not in own.stdout
+
+
+def test_new_writes_into_the_folder_out_names_and_a_wrong_flag_names_the_right_ones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert domain_main(["new", "acme", "--out", str(tmp_path / "acme")]) == 0
+    assert (tmp_path / "acme" / "tandem_acme" / "pack.py").is_file()
+    assert domain_main(["new", "web", "--out", str(tmp_path / "web"), "--backend", "http"]) == 0
+    assert (tmp_path / "web" / "tandem_web" / "service.py").is_file()
+    for wrong in (["--path", "x"], ["--ou", "x"], ["--out", "x", "--dir", "y"]):
+        with pytest.raises(SystemExit) as exit_:
+            domain_main(["new", "acme", *wrong])
+        assert exit_.value.code == 2
+        assert "(its options: --backend, --dir, --out)" in capsys.readouterr().err
