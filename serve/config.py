@@ -31,6 +31,7 @@ __all__ = [
     "ApiKeyEntry",
     "AuthConfig",
     "LimitsConfig",
+    "AdmissionConfig",
     "IngressConfig",
     "StoreConfig",
     "TelemetryConfig",
@@ -120,6 +121,26 @@ class StoreConfig(Strict):
         return self
 
 
+class AdmissionConfig(Strict):
+    """Admission of whole turns in each ingress replica (:mod:`pipelines.admission`)."""
+
+    mode: Literal["off", "adaptive"] = Field(
+        "off", description="`adaptive`: at most ⌊measured turns per second × target × turn deadline⌋ turns run "
+        "at once, the rest are refused at once (503 + Retry-After); `off`: only the deployment's "
+        "max_ongoing_requests / max_queued_requests bound them.")
+    target: float = Field(0.5, gt=0, le=1, description="The share of the turn deadline an admitted turn may "
+                          "expect to take with the limit's turns running at once.")
+    initial_limit: int = Field(2, ge=1, description="Turns admitted at once before the first one completed.")
+    min_limit: int = Field(1, ge=1)
+    max_limit: int = Field(64, ge=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> AdmissionConfig:
+        if not self.min_limit <= self.initial_limit <= self.max_limit:
+            raise ValueError("admission: need min_limit <= initial_limit <= max_limit")
+        return self
+
+
 class IngressConfig(DeploymentOptions):
     """The ingress deployment's options plus what the edge enforces."""
 
@@ -136,6 +157,9 @@ class IngressConfig(DeploymentOptions):
         "(``sys.setswitchinterval``; Python's default is 5 ms). A turn crosses threads on its way out "
         "(Ray Serve runs the app's code on its own loop thread; the store's reads run in a thread): a thread "
         "that waits for the interpreter lock waits up to this long. None keeps Python's default.")
+    admission: AdmissionConfig = Field(
+        default_factory=AdmissionConfig, description="Turns admitted by measured capacity and the turn deadline "
+        "(pipelines/admission.py); the deployment's queue bounds must then let the turns reach the replica.")
 
 
 class TelemetryConfig(Strict):

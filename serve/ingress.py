@@ -22,8 +22,9 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.llm.ingress import OpenAiIngress, make_fastapi_ingress
 
 from models.llm import SharedModel
+from pipelines.admission import AdaptiveAdmission, Ticket
 from pipelines.domains import load_domain
-from pipelines.errors import NotFound, TandemError, error_class_for_code
+from pipelines.errors import ModelTimeout, NotFound, TandemError, error_class_for_code
 from pipelines.events import ErrorEvent, TurnAnswer, TurnRequest
 from pipelines.registry import Parts, build_pipeline
 from pipelines.sessions import LOCAL_PRINCIPAL
@@ -79,23 +80,37 @@ def _answer(events: list[Any]) -> dict[str, Any] | None:
 
 
 class _Recorded:
-    """A started turn's events, recording the ``done`` in the turn metrics; closable unstarted."""
+    """A started turn's events, recording the ``done`` in the turn metrics and ending the turn's admission
+    ticket (a latency sample when it completed; a back-off when it ran past its deadline); closable unstarted."""
 
-    def __init__(self, events: Any, metrics: TurnMetrics) -> None:
+    def __init__(self, events: Any, metrics: TurnMetrics, admission: AdaptiveAdmission | None = None,
+                 ticket: Ticket | None = None) -> None:
         self._events = events
         self._metrics = metrics
+        self._admission, self._ticket = admission, ticket
+        self._late = False
 
     def __aiter__(self) -> _Recorded:
         return self
 
+    def _release(self, *, completed: bool) -> None:
+        if self._admission is not None and self._ticket is not None:
+            self._admission.release(self._ticket, completed=completed, late=self._late)
+
     async def __anext__(self) -> Any:
         ev = await self._events.__anext__()
-        if ev.type == "done":
+        if ev.type == "error" and ev.code == ModelTimeout.code:
+            self._late = True
+        elif ev.type == "done":
             self._metrics.record(ev)
+            self._release(completed=ev.status in ("ok", "fallback") and not ev.replayed)
         return ev
 
     async def aclose(self) -> None:
-        await self._events.aclose()
+        try:
+            await self._events.aclose()
+        finally:
+            self._release(completed=False)
 
 
 class TandemIngress(OpenAiIngress):
@@ -157,6 +172,10 @@ class TandemIngress(OpenAiIngress):
             max_history_turns=history, deadline_s=cfg.pipeline.turn_deadline_s,
             lock_wait_s=cfg.ingress.session_lock_wait_s,
         )
+        adm = cfg.ingress.admission
+        self.admission = None if adm.mode == "off" else AdaptiveAdmission(
+            cfg.pipeline.turn_deadline_s, target=adm.target, initial_limit=adm.initial_limit,
+            min_limit=adm.min_limit, max_limit=adm.max_limit)
         self._llm_handles = dict(llm_deployments)
         logger.info("tandem ingress ready: pipeline=%s profile=%s auth=%s", self.pipeline.name, cfg.profile,
                     "on" if cfg.auth.enabled else "off (single-tenant development mode)")
@@ -186,16 +205,28 @@ class TandemIngress(OpenAiIngress):
 
     async def _start(self, session_id: str, req: TurnRequest, received_at: float, principal: str,
                      idempotency_key: str | None) -> AsyncIterator[Any]:
-        """The started turn's events; raises the TandemError of a turn refused before it began."""
-        events = await self.runner.start(session_id, req, trace_id=current_trace_id(), received_at=received_at,
-                                         principal=principal, idempotency_key=idempotency_key)
+        """The started turn's events; raises the TandemError of a turn refused before it began (at the
+        measured capacity: :class:`~pipelines.errors.Overloaded` at once, nothing stored)."""
+        ticket = self.admission.admit() if self.admission is not None else None
+        try:
+            events = await self.runner.start(session_id, req, trace_id=current_trace_id(), received_at=received_at,
+                                             principal=principal, idempotency_key=idempotency_key)
+        except BaseException:
+            if ticket is not None and self.admission is not None:
+                self.admission.release(ticket, completed=False)
+            raise
+        recorded = _Recorded(events, self.turn_metrics, self.admission, ticket)
         if self._binding is not None:  # the session plays as the request's user
             try:
                 await self._binding.bind_user(session_id, req.user_id)
             except BaseException:
-                await events.aclose()
+                await recorded.aclose()
                 raise
-        return _Recorded(events, self.turn_metrics)
+        return recorded
+
+    async def admission_snapshot(self) -> dict[str, Any]:
+        """This replica's admission state (limit, turns in flight, measured rate, counts); ``{}`` when off."""
+        return self.admission.snapshot() if self.admission is not None else {}
 
     async def counters_snapshot(self) -> dict[str, dict[str, int]]:
         """This replica's DR counters (also exported as Prometheus metrics)."""

@@ -125,10 +125,11 @@ def goodput_of(records: Sequence[TurnCostRecord], slo: SLO) -> dict[str, float]:
 
 def play_load(http: str, workload: Workload, *, users: int, requests: int, slo: SLO, timeout_s: float,
               tag: str, seed: int = 0, api_key: str | None = None, duration_s: float = 3600.0) -> dict[str, Any]:
-    """One closed-loop level: ``users`` users replay the workload's sessions for ``requests`` turns."""
+    """One closed-loop level: ``users`` users replay the workload's sessions for ``requests`` turns (a turn
+    refused with Retry-After is sent again after it, and each refusal counts as a request)."""
     spec = LoadSpec(protocol="http", target=http, mode="closed", concurrency=users, requests=requests,
                     duration_s=duration_s, warmup=0, timeout_s=timeout_s, seed=seed, api_key=api_key,
-                    session_prefix=f"cost-{tag}-u{users}", progress=False)
+                    session_prefix=f"cost-{tag}-u{users}", progress=False, honor_retry_after=True)
     res = run_load_sync(spec, workload, slo=slo)
     s = res.summary
     lat = s["latency_ms"]

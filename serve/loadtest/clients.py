@@ -78,6 +78,7 @@ class RequestRecord:
     server_end_ms: float | None = None
     stages: dict[str, float] = field(default_factory=dict)
     itls_ms: list[float] = field(default_factory=list)
+    retry_after_s: float | None = None  # a refusal's Retry-After (HTTP 429 / 503)
 
     @property
     def ok(self) -> bool:
@@ -209,6 +210,9 @@ class HttpTurnClient:
                                                json={"text": text}) as resp:
                     rec.transport_status = str(resp.status_code)
                     if resp.status_code != 200:
+                        retry = resp.headers.get("retry-after")
+                        if resp.status_code in (429, 503) and retry is not None and retry.strip().isdigit():
+                            rec.retry_after_s = float(retry)
                         return rc.finish(_error_code_from_body(await resp.aread(), resp.status_code))
                     parser = SSEParser()
                     async for chunk in resp.aiter_text():

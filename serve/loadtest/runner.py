@@ -54,6 +54,7 @@ class LoadSpec:
     api_key: str | None = None
     session_prefix: str = "lt"
     progress: bool = True
+    honor_retry_after: bool = False  # a turn refused with Retry-After is sent again after it (a polite client)
 
     def __post_init__(self) -> None:
         if self.protocol not in ("http", "grpc") or self.mode not in ("closed", "open"):
@@ -112,18 +113,24 @@ class _Run:
                 or bool(self.stop_when and self.stop_when()))
 
     async def session(self, client: Any, script: tuple[str, ...], user: int, sid: str, record: bool = True) -> None:
-        for i, text in enumerate(script):
+        i = 0
+        while i < len(script):
             if record and self.stopping():
                 return
             self.issued += int(record)
             rec = RequestRecord(self.spec.protocol, sid, i, user=user, start_s=time.perf_counter() - self.t0)
-            await client.turn(rec, text)
+            await client.turn(rec, script[i])
             if record:
                 self.records.append(rec)
                 if self.bar is not None:
                     self.bar.update(1)
                     if not rec.ok:
                         self.bar.set_postfix(errors=sum(1 for r in self.records if not r.ok), refresh=False)
+            if self.spec.honor_retry_after and rec.retry_after_s is not None:
+                # refused before it ran (nothing stored): the same turn again once the server said to
+                await asyncio.sleep(min(rec.retry_after_s, max(0.0, self.deadline - time.perf_counter())))
+                continue
+            i += 1
             if self.spec.think_s:
                 await asyncio.sleep(self.spec.think_s)
 

@@ -81,6 +81,8 @@ def _mock_app(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
     if sid == "busy":
         return httpx.Response(503, json={"error": {"code": "overloaded", "message": "backpressure"}})
+    if sid == "polite":
+        return httpx.Response(503, headers={"retry-after": "7"}, json={"error": {"code": "overloaded", "message": "x"}})
     if sid == "plain":
         return httpx.Response(500, text="oops")
     assert request.headers["accept"] == "text/event-stream" and body == {"text": "hi"}
@@ -105,6 +107,9 @@ def test_http_client_ok_backpressure_and_plain_errors():
     assert not busy.ok and busy.transport_status == "503" and busy.error_code == "overloaded"
     plain = _http_turn("plain")
     assert plain.error_code == "http_500"
+    assert busy.retry_after_s is None and plain.retry_after_s is None
+    polite = _http_turn("polite")
+    assert polite.error_code == "overloaded" and polite.retry_after_s == 7.0
 
 
 def test_grpc_client_against_an_in_process_server():

@@ -73,6 +73,35 @@ def test_failures_count_in_error_rate_and_goodput():
     assert res.summary["goodput_fraction"] == pytest.approx((30 - failed) / 30)
 
 
+class RefusingClient(FakeClient):
+    """Refuses the first turn of every session once, with a Retry-After of 0 s."""
+
+    async def turn(self, rec: RequestRecord, text: str) -> RequestRecord:
+        if rec.turn_index == 0 and not self.sent[rec.session_id]:
+            self.sent[rec.session_id].append("<refused>")
+            rec.transport_status, rec.retry_after_s = "503", 0.0
+            return Recorder(rec).finish("overloaded")
+        return await super().turn(rec, text)
+
+
+def test_a_polite_client_sends_a_refused_turn_again_after_retry_after():
+    res, client = _run(LoadSpec(concurrency=1, requests=6, progress=False, honor_retry_after=True),
+                       client=RefusingClient())
+    by_session = defaultdict(list)
+    for r in res.records:
+        by_session[r.session_id].append((r.turn_index, r.ok))
+    for sid, got in by_session.items():  # refused once, then the same turn again and the rest in order
+        assert got[0] == (0, False) and [i for i, _ in got[1:]] == list(range(len(got) - 1))
+        assert all(ok for _, ok in got[1:])
+        script = next(s for s in WL.sessions if s[0] == client.sent[sid][1])
+        assert client.sent[sid] == ["<refused>", *script[:len(got) - 1]]
+    impolite, client = _run(LoadSpec(concurrency=1, requests=4, progress=False), client=RefusingClient())
+    indices = defaultdict(list)
+    for r in impolite.records:
+        indices[r.session_id].append(r.turn_index)
+    assert all(v == list(range(len(v))) for v in indices.values())  # without it: never the same turn again
+
+
 def test_open_loop_sends_sessions_at_arrivals_within_budget():
     res, client = _run(LoadSpec(mode="open", rate=1000.0, requests=40, progress=False, seed=4))
     assert len(res.records) == 40 and res.dropped_arrivals == 0
