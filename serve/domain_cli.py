@@ -63,7 +63,7 @@ def _check(ns: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump() for r in results], indent=2))
     else:
         for r in results:
-            print(f"{'ok  ' if r.ok else 'FAIL'} {r.name}")
+            print(f"{'ok  ' if r.ok else 'FAIL'} {r.name}" + (f": {r.shown}" if r.shown else ""))
             for p in r.problems:
                 print(f"       {p}")
             for note in r.notes:

@@ -28,6 +28,12 @@ writes         on a fresh world: reads change nothing; the world survives its st
                (``not_confirmed``, nothing changed); its precheck changes nothing; a value that is neither the
                user's words nor their records is refused (``ungrounded``); confirmed on a copy it runs,
                changes only what ``write_scope`` allows, and everything it changes reaches the store
+confirmed      the core's guarantee, shown with a planted mistake: every write tool (the registry's
+writes         ``kind="write"`` and ``write_tools``) made to write whatever ``ctx.confirmed`` says is never
+               reached — through the core's runner, and through the pack's own tool port as the tools
+               deployment serves it — unconfirmed, confirmed for another call (arguments or tool), or without
+               an idempotency key: each is refused typed (``UnconfirmedWrite``) before the pack runs; the
+               confirmed call runs once and its key replays
 =============  ==============================================================================================
 
 :func:`check_pack` returns one :class:`CheckResult` per check; :func:`run_checks` loads a pack by name.
@@ -41,7 +47,7 @@ import inspect
 import json
 import string
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,17 +56,24 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.core.domain import Domain, SampleWrite, TurnFacts, protocol_members
 from pipelines.core.kernels import decide_w3, load_bundle, tables_holder
 from pipelines.core.packbase import PackBase
-from pipelines.core.ports import UNGROUNDED, MemoryLedger, ToolSession
+from pipelines.core.ports import UNGROUNDED, MemoryLedger, ToolCallResult, ToolSession
 from pipelines.core.refusal import NOT_CONFIRMED, REASON_CODE
-from pipelines.core.runner import ToolBackend, WriteGate, WriteScope
+from pipelines.core.runner import (
+    CallOutcome,
+    LocalToolRunner,
+    ToolBackend,
+    WriteGate,
+    WriteScope,
+    write_tools_of,
+)
 from pipelines.core.world import RecordWorld
-from pipelines.errors import ConfigError, TandemError
+from pipelines.errors import ConfigError, TandemError, UnconfirmedWrite
 from pipelines.grounding import appears_in, split_path
 from pipelines.guardrails.pii import Vault
 from pipelines.sgc.canonical import canonical_json
 from pipelines.sgc.phi import phi_lookup
 from pipelines.sgc.snapshot import Snapshot
-from pipelines.tools import ToolContext
+from pipelines.tools import ToolContext, ToolObservation
 
 from . import load_domain
 
@@ -82,6 +95,8 @@ class CheckResult(BaseModel):
     ok: bool
     problems: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    shown: str = Field("", description="The guarantee a passed check showed, in words (``tandem domain check`` "
+                                       "prints it).")
 
 
 # -- where a problem is fixed ------------------------------------------------------------------------------
@@ -736,10 +751,150 @@ def _writes(pack: Domain) -> tuple[list[str], list[str]]:
     return out, notes
 
 
+# -- confirmed writes: the core's guarantee, with a planted mistake --------------------------------------------
+
+
+class _PlantedWrites:
+    """The planted mistake: ``pack`` whose every write runs whatever ``ctx.confirmed`` says (its own check
+    removed), counting the write calls that reach it. Everything else is the pack's."""
+
+    def __init__(self, pack: Any, writes: frozenset[str]) -> None:
+        self._pack, self._writes = pack, writes
+        self.write_tools = writes
+        self.reached: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pack, name)
+
+    def invoke(self, name: str, args: dict[str, Any], ctx: ToolContext, world: Any) -> CallOutcome:
+        if name not in self._writes:
+            return self._pack.invoke(name, args, ctx, world)
+        self.reached.append(name)
+        return CallOutcome(observation=ToolObservation(tool=name, args=dict(args), ok=True, result={"written": True}))
+
+    def ungrounded(self, name: str, args: dict[str, Any], user_texts: Sequence[str], world: Any,
+                   user_id: str) -> list[str]:
+        return []
+
+
+class _NoWorld:
+    """A world with nothing in it (the runner's ``World``): the planted write changes nothing, so what reaches it
+    is all that is measured."""
+
+    def write_scope(self, tool: str, args: Mapping[str, Any], user_id: str | None) -> WriteScope:
+        return WriteScope()
+
+    def fork(self, scope: WriteScope) -> _NoWorld:
+        return self
+
+    def has(self, kind: str, key: str) -> bool:
+        return False
+
+    def adopt(self, other: Any, changed: Mapping[str, Sequence[str]]) -> None:
+        return None
+
+    def diff(self, other: Any, scope: WriteScope) -> dict[str, list[str]]:
+        return {}
+
+    def entity_json(self, kind: str, key: str) -> str:
+        raise KeyError(f"{kind} {key}")
+
+
+class _Spy:
+    """A pack's own runner (not the core's), noting the write calls that reach it."""
+
+    def __init__(self, runner: Any, writes: frozenset[str]) -> None:
+        self.runner, self.writes = runner, writes
+        self.reached: list[str] = []
+
+    async def call(self, name: str, args: dict[str, Any], session: ToolSession) -> ToolCallResult:
+        if name in self.writes:
+            self.reached.append(name)
+        return await self.runner.call(name, args, session)
+
+    async def precheck(self, name: str, args: dict[str, Any], session: ToolSession) -> str | None:
+        return await self.runner.precheck(name, args, session)
+
+
+def _refused_calls(tool: str, args: dict[str, Any]) -> dict[str, ToolSession]:
+    """The calls of ``tool(args)`` the port must refuse: what is wrong → the session that carries it."""
+    base = ToolSession(session_id="conformance")
+    yes = base.confirm(tool, args, "conformance-key")
+    return {
+        "unconfirmed": base.model_copy(update={"idempotency_key": "conformance-key"}),
+        "confirmed flag without the card": base.model_copy(update={"confirmed": True,
+                                                                    "idempotency_key": "conformance-key"}),
+        "the yes to other arguments": base.confirm(tool, {**args, "conformance": "other"}, "conformance-key"),
+        "the yes to another tool": base.confirm(f"{tool}_other", args, "conformance-key"),
+        "the card without the yes": yes.model_copy(update={"confirmed": False}),
+        "no idempotency key": yes.model_copy(update={"idempotency_key": None}),
+    }
+
+
+def _own_port(pack: Any, planted: _PlantedWrites,
+              writes: frozenset[str]) -> tuple[Any, Callable[[], list[str]], str]:
+    """The pack's tool port as the tools deployment serves it (the core's gate over ``pack.tool_runner``), with
+    the planted writes when the runner is the core's; ``None`` and why when it cannot be built here."""
+    try:
+        runner = pack.tool_runner(pack.new_world(SEED), None)
+    except Exception as exc:  # noqa: BLE001 - any reason is reported; the core's runner is still checked
+        return None, list, f"{type(exc).__name__}: {exc}"
+    if isinstance(runner, LocalToolRunner):
+        runner.domain = planted  # type: ignore[assignment]  # its writes are the planted ones
+        return WriteGate(runner, writes), lambda: planted.reached, ""
+    spy = _Spy(runner, writes)
+    return WriteGate(spy, writes), lambda: spy.reached, ""
+
+
+async def _try_refused(port: Any, writes: frozenset[str], reached: Callable[[], list[str]], where_: str) -> list[str]:
+    out: list[str] = []
+    for tool in sorted(writes):
+        for what, session in _refused_calls(tool, {}).items():
+            before = len(reached())
+            try:
+                await port.call(tool, {}, session)
+                out.append(f"write {tool!r}, {what}: ran through {where_} (not refused)")
+            except UnconfirmedWrite:
+                pass
+            except Exception as exc:  # refused, but not by the port's typed refusal
+                out.append(f"write {tool!r}, {what}: {type(exc).__name__} from {where_}, not UnconfirmedWrite")
+            if len(reached()) != before:
+                out.append(f"write {tool!r}, {what}: reached the pack's write through {where_}")
+    return out
+
+
+async def _confirmed_writes_async(pack: Domain) -> tuple[list[str], str]:
+    writes = write_tools_of(pack)
+    if not writes:
+        return [], "no write tools: nothing to gate"
+    planted = _PlantedWrites(pack, writes)
+    core = LocalToolRunner(planted, _NoWorld(), ledger=MemoryLedger())  # type: ignore[arg-type]
+    out = await _try_refused(core, writes, lambda: planted.reached, "the core's runner")
+    for tool in sorted(writes):  # the control: the yes to this very call runs it, once per key
+        yes = ToolSession(session_id="conformance").confirm(tool, {}, f"conformance-{tool}")
+        first, again = await core.call(tool, {}, yes), await core.call(tool, {}, yes)
+        if planted.reached.count(tool) != 1 or not first.observation.ok or not again.replayed:
+            out.append(f"write {tool!r}: the confirmed call did not run exactly once and replay its key")
+    paths = ["the core's runner"]
+    port, reached, why_not = _own_port(pack, _PlantedWrites(pack, writes), writes)
+    if port is not None:
+        out += await _try_refused(port, writes, reached, "the pack's tool port")
+        paths.append("the pack's tool port as served")
+    n = len(_refused_calls("x", {}))
+    return out, (f"{n} planted calls of each of {len(writes)} write tool(s) ({', '.join(sorted(writes))}) that "
+                 f"ignore confirmation refused before the pack, on {' and '.join(paths)}; the confirmed call ran "
+                 "once and its key replayed" + (f" (the pack's own port not built here: {why_not})" if why_not else ""))
+
+
+def _confirmed_writes(pack: Domain) -> tuple[list[str], str]:
+    """Problems and the guarantee shown by the ``confirmed writes`` check (see module docstring)."""
+    return _run(_confirmed_writes_async(pack))
+
+
 CHECKS: dict[str, Callable[[Domain], list[str]]] = {
     "protocol": _protocol, "labels": _labels, "catalogue": _catalogue, "grounding": _grounding, "texts": _texts,
     "tables": _tables, "cards": _cards, "session facts": _session_facts, "determinism": _determinism,
-    "writes": lambda pack: _writes(pack)[0],
+    "writes": lambda pack: _writes(pack)[0], "confirmed writes": lambda pack: _confirmed_writes(pack)[0],
 }
 #: The checks that need every hook of the protocol (run only once ``protocol`` passes).
 _NEEDS_PROTOCOL = frozenset(CHECKS) - {"protocol"}
@@ -756,15 +911,19 @@ def check_pack(pack: Domain) -> list[CheckResult]:
                 results.append(CheckResult(name=name, ok=False, problems=["not run: the pack misses protocol hooks"]))
                 continue
             notes: list[str] = []
+            shown = ""
             try:
                 if name == "writes":
                     problems, notes = _writes(pack)
+                elif name == "confirmed writes":
+                    problems, shown = _confirmed_writes(pack)
                 else:
                     problems = check(pack)
             except Exception as exc:  # a pack that crashes a check fails it, with the reason and where
                 at = _pack_frame(exc)
                 problems = [f"{type(exc).__name__}: {exc}" + (f" (at {at})" if at else "")]
-            results.append(CheckResult(name=name, ok=not problems, problems=problems, notes=notes))
+            results.append(CheckResult(name=name, ok=not problems, problems=problems, notes=notes,
+                                       shown="" if problems else shown))
             if name == "protocol":
                 protocol_ok = not problems
     finally:

@@ -64,3 +64,6 @@ class PackConformance:
 
     def test_writes(self) -> None:
         self._check("writes")
+
+    def test_confirmed_writes(self) -> None:
+        self._check("confirmed writes")

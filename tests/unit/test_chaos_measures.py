@@ -361,14 +361,17 @@ def test_a_frozen_turn_refused_and_retried_once_is_neither_interleaved_lost_nor_
     assert (v["refused_stale"], v["interleaved"], v["lost"], v["doubled"], v["whole"]) == (True, 0, 0, 0, True)
 
 
-def test_a_stale_save_that_landed_after_the_successor_is_interleaved():
+def test_a_stale_save_that_landed_beside_the_successors_is_interleaved():
     from chaos import fence_verdict
 
     first, second = _fence_attempt(0, "ok", "t_a"), _fence_attempt(1, "ok", "t_b")
     v = fence_verdict(first, second, [first, second], [_t("t_b", 0, "second"), _t("t_a", 1, "first")])
     assert (v["refused_stale"], v["interleaved"], v["lost"], v["doubled"]) == (False, 1, 0, 0)
-    # stored before the successor (it saved while it still held the lease): not interleaved
+    # saved while the successor held the lease, before its save: both holders saved all the same
     v = fence_verdict(first, second, [first, second], [_t("t_a", 0, "first"), _t("t_b", 1, "second")])
+    assert v["interleaved"] == 1
+    # only one of them stored: not interleaved
+    v = fence_verdict(first, second, [first, second], [_t("t_b", 0, "second")])
     assert v["interleaved"] == 0
 
 

@@ -101,3 +101,21 @@ def test_each_check_finds_its_defect() -> None:
     unstorable = _broken()
     unstorable.observe = lambda tool, result, ok, facts: facts.state.update(when={1, 2})  # type: ignore[method-assign]
     assert "the session facts do not survive JSON" in _problems(unstorable, "session facts")[0]
+
+
+def test_the_confirmed_writes_check_shows_the_core_refusing_a_write_that_ignores_confirmation(monkeypatch) -> None:
+    import pipelines.core.runner as core_runner
+
+    pack = toy_domain.DomainPack()
+    [result] = [r for r in check_pack(pack) if r.name == "confirmed writes"]
+    assert result.ok and result.problems == []
+    assert result.shown.startswith("6 planted calls of each of 1 write tool(s) (set_alert) that ignore confirmation "
+                                    "refused before the pack")
+    # the check is not vacuous: with the core's gate taken out, the planted write runs and every path is reported
+    monkeypatch.setattr(core_runner, "require_confirmed", lambda name, args, session: None)
+    problems = CHECKS["confirmed writes"](pack)
+    assert "write 'set_alert', unconfirmed: ran through the core's runner (not refused)" in problems
+    assert "write 'set_alert', unconfirmed: reached the pack's write through the core's runner" in problems
+    assert "write 'set_alert', no idempotency key: ran through the core's runner (not refused)" in problems
+    [failed] = [r for r in check_pack(pack) if r.name == "confirmed writes"]
+    assert not failed.ok and failed.shown == ""
