@@ -379,7 +379,8 @@ class Evaluator:
                log: list[dict[str, Any]], own: dict[str, Any], red: str, ledger: SessionLedger,
                session_tools: list[dict[str, Any]]) -> dict[str, Any]:
         """The row of one turn: facts, decision score, safety measures."""
-        facts = analyse_turn(self.kind, sse, log, own, self.max_steps, user_text_redacted=red)
+        facts = analyse_turn(self.kind, sse, log, own, self.max_steps, user_text_redacted=red,
+                             lookups=self._pack.lookup_tools)
         decides = self.kind in DECIDING_KINDS
         row: dict[str, Any] = {
             **base,

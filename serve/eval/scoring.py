@@ -22,9 +22,9 @@ The FIRST decision of a turn:
 * tau2 ``escalate``: the turn ends on path escalate (a route or a model decision);
 * tau2 ``identify``: the first decision is a ``clarify`` whose question asks for identity
   (email, your / full / first / last name, zip / postal code, verify / identify /
-  authenticate, a user / customer / member / account id or number), or a ``find_user_id_by_email`` / ``find_user_id_by_name_zip`` whose
-  arguments are grounded in the user's text (the email placeholder is in the redacted
-  text; first name, last name and a five-digit zip all appear in it as whole words).
+  authenticate, a user / customer / member / account id or number), or one of the pack's identity
+  lookups (``Domain.lookup_tools``, which the facts carry as ``lookups``) whose arguments are all
+  grounded in the user's text (each a placeholder in the redacted text or a whole word of it).
   Events are redacted, so an invented email is a placeholder too: it counts only if that
   placeholder is in the user's redacted text.
 
@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "TERMINAL_DECISIONS",
     "TERMINAL_ROUTES",
-    "LOOKUPS",
     "IDENTITY_Q",
     "DECIDING_KINDS",
     "analyse",
@@ -57,7 +56,6 @@ __all__ = [
 
 TERMINAL_DECISIONS = ("respond", "clarify", "select", "action", "escalate")
 TERMINAL_ROUTES = ("escalate", "execute_pending", "decline_pending")
-LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 IDENTITY_Q = re.compile(r"e-?mail|\b(your|full|first|last) name\b|\bname and zip\b|\bzip\b|postal|verif|identif|"
                         r"authenticat|\b(user|customer|member(ship)?|account) ?(id|number)\b", re.I)
 #: Kinds whose events carry decisions (the others are scored on outcomes only).
@@ -84,11 +82,12 @@ def _empty_facts() -> dict[str, Any]:
     return {"route": None, "path": None, "card_id": None, "card_params": {}, "executed": None,
             "escalation_reason": None, "authenticated_user_id": None, "terminal": None, "terminal_by": None,
             "steps": 0, "decisions": [], "first_decision": None, "first_raw": None, "parse_failures": 0,
-            "fallbacks": {}, "tools": [], "guards": []}
+            "fallbacks": {}, "tools": [], "guards": [], "lookups": []}
 
 
-def analyse_dr(sse: Sequence[Event], log: Sequence[Event], max_steps: int) -> dict[str, Any]:
-    """The facts of one ``dr`` turn, from its SSE events and its dr.* events."""
+def analyse_dr(sse: Sequence[Event], log: Sequence[Event], max_steps: int,
+               lookups: Collection[str] = ()) -> dict[str, Any]:
+    """The facts of one ``dr`` turn, from its SSE events and its dr.* events (``lookups``: the pack's)."""
     steps = sorted((e for e in log if e["kind"] == "dr.step"), key=lambda e: e["step"])
     routes = [e for e in log if e["kind"] == "dr.route"]
     outcome = next((e for e in log if e["kind"] == "dr.outcome"), {})
@@ -119,6 +118,7 @@ def analyse_dr(sse: Sequence[Event], log: Sequence[Event], max_steps: int) -> di
         "first_raw": (first["raw"] if first else None),
         "parse_failures": sum(1 for s in steps if s["decision"] is None),
         "fallbacks": dict(fallbacks),
+        "lookups": sorted(lookups),
         "user_text_redacted": start.get("user_text", ""),
         "tools": [{"tool": e["tool"], "args": e["args"], "ok": e["result"]["observation"]["ok"],
                    "confirmed": e.get("confirmed", False)} for e in log if e["kind"] == "dr.tool"],
@@ -131,11 +131,12 @@ def analyse_dr(sse: Sequence[Event], log: Sequence[Event], max_steps: int) -> di
 analyse = analyse_dr  # the name scripts/bench_dr.py has always used
 
 
-def _phi_decision(phi: Event, tools: Sequence[Event], question: str | None) -> dict[str, Any] | None:
+def _phi_decision(phi: Event, tools: Sequence[Event], question: str | None,
+                  lookups: Collection[str]) -> dict[str, Any] | None:
     """Φ's decision as a dr-shaped decision dict (``None`` when Φ decided nothing)."""
     names = list(phi.get("tools") or [])
     if names:
-        pick = next((n for n in names if n in LOOKUPS), names[0])
+        pick = next((n for n in names if n in lookups), names[0])
         call = next((t for t in tools if t["tool"] == pick and t.get("step") == 0 and not t.get("confirmed")), {})
         return {"decision": pick, "args": dict(call.get("args") or {}), "via": "phi", "tools": names}
     then = phi.get("then") or ""
@@ -156,7 +157,7 @@ def _table_path(then: str | None) -> str | None:
 
 
 def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str, Any] | None,
-                   max_steps: int, *, user_text_redacted: str = "") -> dict[str, Any]:
+                   max_steps: int, *, user_text_redacted: str = "", lookups: Collection[str] = ()) -> dict[str, Any]:
     """The facts of one ``tandem`` turn, from its SSE events, its tandem.* events and its stored meta."""
     client = _client_facts(sse)
     m = dict(meta or {})
@@ -171,7 +172,7 @@ def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str
     phi_terminal = False
     if route is None and phis:
         fill = next((p for p in phis if p.get("fill")), None)
-        first = _phi_decision(fill or phis[0], tools, question)
+        first = _phi_decision(fill or phis[0], tools, question, lookups)
         if first is not None and first["decision"] in ("respond", "clarify"):
             phi_terminal = True
     if route is None and first is None and steps:
@@ -206,6 +207,7 @@ def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str
         "first_raw": steps[0]["raw"] if steps else None,
         "parse_failures": sum(1 for s in steps if s["decision"] is None),
         "fallbacks": dict(Counter(e["trigger"] for e in log if e["kind"] == "tandem.fallback")),
+        "lookups": sorted(lookups),
         "user_text_redacted": user_text_redacted,
         "tools": [{"tool": e["tool"], "args": e.get("args") or {}, "ok": bool(e.get("ok")),
                    "confirmed": bool(e.get("confirmed"))} for e in tools],
@@ -219,32 +221,27 @@ def analyse_tandem(sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str
 
 
 def analyse_turn(kind: str, sse: Sequence[Event], log: Sequence[Event], meta: Mapping[str, Any] | None,
-                 max_steps: int, *, user_text_redacted: str = "") -> dict[str, Any]:
-    """The facts of one turn of any pipeline kind (see module docstring)."""
+                 max_steps: int, *, user_text_redacted: str = "", lookups: Collection[str] = ()) -> dict[str, Any]:
+    """The facts of one turn of any pipeline kind (see module docstring; ``lookups``: the pack's identity
+    lookups)."""
     if kind == "dr":
-        facts = analyse_dr(sse, log, max_steps)
+        facts = analyse_dr(sse, log, max_steps, lookups)
         facts["user_text_redacted"] = facts["user_text_redacted"] or user_text_redacted
         return facts
     if kind == "tandem":
-        return analyse_tandem(sse, log, meta, max_steps, user_text_redacted=user_text_redacted)
+        return analyse_tandem(sse, log, meta, max_steps, user_text_redacted=user_text_redacted, lookups=lookups)
     return {**_client_facts(sse), **_empty_facts(), "user_text_redacted": user_text_redacted}
 
 
 def grounded_lookup(decision: Mapping[str, Any], redacted_text: str, raw_text: str) -> bool:
     """A lookup decision whose arguments all occur in the user's text (see module docstring)."""
-    args = decision.get("args") or {}
-    if decision.get("decision") == "find_user_id_by_email":
-        email = str(args.get("email", ""))
-        return bool(email) and (email in redacted_text or email.lower() in raw_text.lower())
-    if decision.get("decision") == "find_user_id_by_name_zip":
-        first, last, zip_ = (str(args.get(k, "")).strip() for k in ("first_name", "last_name", "zip"))
-        text = raw_text + " " + redacted_text
+    values = [str(v).strip() for v in (decision.get("args") or {}).values()]
+    text = raw_text + " " + redacted_text
 
-        def word(v: str) -> bool:
-            return bool(v) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text, re.I) is not None
+    def said(v: str) -> bool:
+        return bool(v) and (v in redacted_text or re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text, re.I) is not None)
 
-        return bool(re.fullmatch(r"\d{5}", zip_)) and word(first) and word(last) and word(zip_)
-    return False
+    return bool(values) and all(said(v) for v in values)
 
 
 def score(expect: Mapping[str, Any], a: Mapping[str, Any], raw_text: str,
@@ -277,7 +274,7 @@ def score(expect: Mapping[str, Any], a: Mapping[str, Any], raw_text: str,
         if d.get("decision") == "clarify":
             q = str(d.get("question", ""))
             return bool(IDENTITY_Q.search(q)), f"clarify q={q[:60]!r}"
-        if d.get("decision") in LOOKUPS:
+        if d.get("decision") in set(a.get("lookups") or ()):
             ok = grounded_lookup(d, a["user_text_redacted"], raw_text)
             return ok, f"{d['decision']} grounded={ok}"
         if a["route"]:

@@ -31,7 +31,7 @@ def _judge(kind: str, h: Any, r: Any, text: str, ledger: SessionLedger) -> dict[
     log = [{"kind": k, **json.loads(json.dumps(f, default=str))} for k, f in r.sink]
     meta = h.store.turns[h.session][-1].meta.get(kind) or {}
     red = ledger.add_user_text(text)
-    facts = analyse_turn(kind, sse, log, meta, 3, user_text_redacted=red)
+    facts = analyse_turn(kind, sse, log, meta, 3, user_text_redacted=red, lookups=_support().lookup_tools)
     vocab = domain_vocabulary(h.domain if kind == "tandem" else _support())
     return {"facts": facts, "sse": sse, "invented": invented_arguments(kind, log, ledger, vocab),
             "unrequested": unrequested_cards(sse, ledger.raw_texts, CARD_RULES),

@@ -35,10 +35,13 @@ def step(n: int, decision: dict[str, Any] | None) -> dict[str, Any]:
 
 def tandem(log: list[dict[str, Any]], sse: list[dict[str, Any]] | None = None, meta: dict[str, Any] | None = None,
            *, red: str = "", max_steps: int = 3) -> dict[str, Any]:
-    return analyse_tandem([*(sse or []), done()], log, meta or {}, max_steps, user_text_redacted=red)
+    return analyse_tandem([*(sse or []), done()], log, meta or {}, max_steps, user_text_redacted=red,
+                          lookups=LOOKUPS)
 
 
 IDENTIFY = {"kind": "identify"}
+#: The support pack's identity lookups (the harness takes them from the pack: ``Domain.lookup_tools``).
+LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 
 
 # -- tandem: the first decision -----------------------------------------------------------------
@@ -159,17 +162,17 @@ def test_dr_first_step_clarify_is_scored_on_its_question():
     log = [{"kind": "dr.start", "turn_id": "t1", "user_text": "Cancel it."},
            dr_step(1, {"decision": "clarify", "question": "What is the email on your account?"}),
            {"kind": "dr.outcome", "turn_id": "t1", "path": "clarify", "facts": {}}]
-    a = analyse_dr([done()], log, 3)
+    a = analyse_dr([done()], log, 3, LOOKUPS)
     assert a["terminal_by"] == "model" and a["path"] == "clarify"
     assert score(IDENTIFY, a, "Cancel it.", None)[0] is True
     vague = [log[0], dr_step(1, {"decision": "clarify", "question": "How can I help you today?"}), log[2]]
-    assert score(IDENTIFY, analyse_dr([done()], vague, 3), "Cancel it.", None)[0] is False
+    assert score(IDENTIFY, analyse_dr([done()], vague, 3, LOOKUPS), "Cancel it.", None)[0] is False
 
 
 def test_dr_invented_email_placeholder_is_not_grounded():
     log = [{"kind": "dr.start", "turn_id": "t1", "user_text": "I need help with an order."},
            dr_step(1, {"decision": "find_user_id_by_email", "args": {"email": "[EMAIL_1]"}})]
-    assert score(IDENTIFY, analyse_dr([done()], log, 3), "I need help with an order.", None)[0] is False
+    assert score(IDENTIFY, analyse_dr([done()], log, 3, LOOKUPS), "I need help with an order.", None)[0] is False
 
 
 # -- outcome expectations ---------------------------------------------------------------------
