@@ -45,6 +45,7 @@ __all__ = [
     "price_wanted",
     "described_payment_methods",
     "names_payment",
+    "names_measure",
     "says_original_payment",
     "variant_candidates",
 ]
@@ -201,6 +202,7 @@ def extract_user_candidates(text: str) -> dict[str, list[str]]:
     tens = _TEN.findall(text)
     add("item_id", tens)
     add("product_id", tens)
+    add("new_item_id", tens)  # an item id the user gives may be the option they want
     add("zip", _ZIP.findall(text))
     add("address_zip", _ZIP.findall(text))
     for first, last in _names(text):
@@ -563,6 +565,32 @@ def described_as_had(variants: Mapping[str, Mapping[str, Any]], vid: str, texts:
     return False
 
 
+#: Units as customers and catalogues write them → one spelling ("4 foot" names "4 ft", "13 inch" names "13-inch").
+_UNIT_OF: dict[str, str] = {
+    **dict.fromkeys(("ft", "foot", "feet"), "ft"), **dict.fromkeys(("inch", "inches", "in"), "inch"),
+    **dict.fromkeys(("ml", "milliliter", "milliliters", "millilitre", "millilitres"), "ml"),
+    **dict.fromkeys(("l", "liter", "liters", "litre", "litres"), "l"), **dict.fromkeys(("cup", "cups"), "cup"),
+    **dict.fromkeys(("hour", "hours", "hr", "hrs", "h"), "hour"), **dict.fromkeys(("lb", "lbs", "pound", "pounds"), "lb"),
+    **dict.fromkeys(("gb", "gigabyte", "gigabytes"), "gb"), **dict.fromkeys(("tb", "terabyte", "terabytes"), "tb"),
+    **dict.fromkeys(("mm", "millimeter", "millimeters"), "mm"), **dict.fromkeys(("mp", "megapixel", "megapixels"), "mp"),
+    **dict.fromkeys(("mah",), "mah"), **dict.fromkeys(("w", "watt", "watts"), "w"), **dict.fromkeys(("bar",), "bar"),
+    **dict.fromkeys(("x", "times"), "x"), **dict.fromkeys(("degrees", "degree"), "deg"),
+}
+_MEASURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*-?\s*(" + "|".join(sorted(_UNIT_OF, key=len, reverse=True))
+                      + r")(?![a-z])", re.I)
+
+
+def _measures(text: str) -> set[tuple[float, str]]:
+    return {(float(n), _UNIT_OF[u.lower()]) for n, u in _MEASURE.findall(text)}
+
+
+def names_measure(value: str, texts: Iterable[str]) -> bool:
+    """Whether the user's words give the measure of an option value in other units' spellings ("4 foot" for
+    "4 ft", "13 inch" for "13-inch"): the same number with the same unit."""
+    mine = _measures(str(value))
+    return bool(mine) and any(mine & _measures(t) for t in texts)
+
+
 _NONE_VALUES = frozenset({"none", "no", "without"})
 
 
@@ -604,11 +632,16 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     many option values they
     keep of the held item ("the same one but clicky"); a superlative price keeps only the extreme price
     among them. Every variant tied at the top is returned (one: the change is determined; several: the
-    user is asked which; none: nothing described yet).
+    user is asked which; none: nothing described yet). An available variant whose own id the user typed is the one
+    described, whatever else they said.
 
     ``described``: other variants the user holds and described as what they have (another order's item): their
     option values name no wish either, unless the held item has them too."""
     texts, held = list(texts), [c for c in current if c in variants]
+    typed = [vid for vid, v in variants.items() if vid not in held and isinstance(v, Mapping) and v.get("available")
+             and appears_in(vid, texts)]
+    if typed:  # the user gave the option's own item id
+        return typed
     kept_values = {normalize_value(v) for c in held for v in (variants[c].get("options") or {}).values()}
     theirs = {normalize_value(v) for c in described if c in variants and c not in held
               for v in (variants[c].get("options") or {}).values()}  # values of what they have elsewhere
@@ -621,8 +654,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         if not isinstance(v, Mapping) or not v.get("available") or vid in held:
             continue
         values = [str(x) for x in (v.get("options") or {}).values()]
-        named = [x for x in values if appears_in(x, texts) or (heads.get(normalize_value(x))
-                                                               and appears_in(heads[normalize_value(x)], texts))]
+        named = [x for x in values if appears_in(x, texts) or names_measure(x, texts) or (
+            heads.get(normalize_value(x)) and appears_in(heads[normalize_value(x)], texts))]
         named += [str(x) for k, x in (v.get("options") or {}).items()
                   if normalize_value(x) in _NONE_VALUES and str(x) not in named and _says_none_of(str(k), texts)]
         moved = _moves(variants[held[0]], v, comps, price) if held else 0

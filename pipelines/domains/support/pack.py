@@ -284,6 +284,18 @@ def _payment_words(method: Mapping[str, Any]) -> str:
     return {"gift_card": "your gift card", "paypal": "your PayPal account"}.get(source, f"your {source}")
 
 
+def _said_status(texts: Sequence[str]) -> Any:
+    """What the user's newest words say of the state of the order they mean: received (delivered) or not yet
+    (pending); ``None`` when they say neither or both."""
+    from .labels import _DELIVERED, _PENDING
+
+    for text in reversed(texts):
+        delivered, pending = bool(_DELIVERED.search(text)), bool(_PENDING.search(text))
+        if delivered != pending:
+            return (lambda s: s == "delivered") if delivered else (lambda s: s.startswith("pending"))
+    return None
+
+
 def _status_fits(intent: str, status: str) -> bool:
     """Whether an order in ``status`` is one ``intent`` can change (pending: cancel, modify; delivered: return,
     exchange); any status for other intents."""
@@ -755,6 +767,8 @@ class SupportPack(PackBase):
         state = self.state_of(facts)
         texts = [*facts.user_texts, facts.user_text]
         fits = [o for o in options if _status_fits(intent, str((state.orders.get(o) or {}).get("status", "")))]
+        said = _said_status(texts)  # "the one I received", "my pending order": the user's words on its state
+        fits = [o for o in fits if said is None or said(str((state.orders.get(o) or {}).get("status", "")))] or fits
         if any(_ALL_ORDERS.search(t) for t in texts) and fits:  # "all my pending orders": every one that fits
             return fits
         items = {i: info for i, info in state.items.items() if info.get("order_id") in fits}
