@@ -126,6 +126,9 @@ BAD_HTTP = [
     ("it-bad-type", b'{"text": 42}', {}, 422, "validation_error"),
     ("it-bad-empty", b'{"text": "   "}', {}, 422, "validation_error"),
     ("it-bad-extra", b'{"text": "hi", "txet": "x"}', {}, 422, "validation_error"),
+    # labels given with a turn are refused by an app that perceives itself (oracle_perception off)
+    ("it-bad-labels", b'{"text": "hi", "perception": {"intent": "cancel", "sub_intent": "order"}}', {}, 422,
+     "validation_error"),
     ("it-bad-utf8", b'{"text": "\xff\xfe"}', {}, 400, "invalid_input"),
     ("it-bad-big", json.dumps({"text": "x" * 4001}).encode(), {}, 413, "payload_too_large"),
     ("it-bad-array", b'["text"]', {}, 400, "invalid_input"),

@@ -25,7 +25,8 @@ def test_two_openings_and_two_whole_tasks_through_tandem(tmp_path: Path) -> None
         pytest.skip(f"no tau2-retail tasks and db in {base}")
     out = tmp_path / "out"
     rc = main(["--pipelines", "tandem", "--suites", "tau2-openings,tau2-tasks", "--limit", "2", "--warmup", "0",
-               "--max-user-turns", "4", "--num-cpus", "4", "--out", str(out), "--workdir", str(tmp_path / "work")])
+               "--max-user-turns", "4", "--num-cpus", "4", "--out", str(out), "--workdir", str(tmp_path / "work"),
+               "--perception", "oracle"])
     assert rc == 0
     rows = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
     for r in rows:
@@ -54,4 +55,10 @@ def test_two_openings_and_two_whole_tasks_through_tandem(tmp_path: Path) -> None
         assert 1 <= t["user_turns"] <= 4
     tt = tandem["tau2_tasks"]
     assert tt["tasks"] == 2 and tt["actions_expected"] == 2
+    # the instructed user, the request's own labels on every turn of the tasks (the app took them)
+    assert (tt["user"], tt["perception"]) == ("instructed", "oracle")
+    assert {"reoffered_after_no", "readback_missing", "first_card_ok", "halves"} <= set(tt)
+    labelled = [r for r in rows if r["suite"] == "tau2-tasks" and r.get("oracle_labels")]
+    assert labelled and all(r["status"] != "failed" or r.get("error") is None for r in labelled)
+    assert {tuple(r["oracle_labels"]) for r in labelled} <= {("exchange", "items"), ("order_status", "status")}
     assert tandem["intent_accuracy"]["n"] == 2
