@@ -89,6 +89,26 @@ def test_summary_gains_tau2_tasks_and_intent_accuracy():
     assert doc["pipelines"]["tandem"]["intent_accuracy"] == {"n": 2, "ok": 1, "pct": 50.0}
 
 
+def test_summary_keeps_the_user_the_perception_the_new_measures_and_each_half():
+    def row(case, half, **task):
+        return {"kind": "tandem", "suite": "tau2-tasks", "case": case, "turn": 0, "e2e_ms": 10.0, "first_token_ms": 1.0,
+                "info": {"half": half}, "tau2_task": {"user": "instructed", "perception": "oracle", "half": half,
+                                                      "actions_expected": 1, **task}}
+
+    rows = [row("a", "studied", passed=True, first_card_ok=True, reoffered_after_no=0, readback_missing=1),
+            row("b", "studied", passed=False, first_card_ok=False, reoffered_after_no=2, readback_missing=0),
+            row("c", "measured", passed=True, first_card_ok=None, reoffered_after_no=0, readback_missing=0)]
+    t = summary_doc(rows, {})["pipelines"]["tandem"]["tau2_tasks"]
+    assert (t["user"], t["perception"]) == ("instructed", "oracle")
+    assert (t["reoffered_after_no"], t["readback_missing"]) == (2, 1)
+    assert t["first_card_ok"] == {"n": 2, "ok": 1, "pct": 50.0}  # a task with no write is not judged
+    assert {h: (v["tasks"], v["passed"]) for h, v in t["halves"].items()} == {"measured": (1, 1), "studied": (2, 1)}
+    assert "halves" not in t["halves"]["studied"]
+    mixed = summary_doc([*rows, {**row("d", "measured", passed=True), "tau2_task": {
+        "user": "informed", "perception": "oracle", "half": "measured", "passed": True}}], {})
+    assert mixed["pipelines"]["tandem"]["tau2_tasks"]["user"] == "mixed"
+
+
 def test_intent_accuracy_comes_from_the_openings_suite_without_whole_tasks():
     def row(suite, case, turn, **kw):
         return {"kind": "tandem", "suite": suite, "case": case, "turn": turn, "e2e_ms": 100.0,
