@@ -76,18 +76,23 @@ def cmd_run(ns: argparse.Namespace) -> int:
             starting[0] = False
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def arm() -> None:  # ray.init replaces the driver's SIGTERM handler with its own sys.exit: set ours again
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    arm()
     try:
         if ns.cluster:
             starting[0] = False
             return cmd_run_cluster(ns, stop)
-        return _run_local(ns, stop, starting)
+        return _run_local(ns, stop, starting, arm)
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
 
-def _run_local(ns: argparse.Namespace, stop: threading.Event, starting: list[bool]) -> int:
+def _run_local(ns: argparse.Namespace, stop: threading.Event, starting: list[bool], arm: Any) -> int:
     from serve.launch import Leftovers
 
     left = Leftovers()
@@ -98,6 +103,7 @@ def _run_local(ns: argparse.Namespace, stop: threading.Event, starting: list[boo
         phoenix = _start_phoenix(ns) if ns.observe else None
         ep = start_app(ns.config, num_cpus=ns.num_cpus, metrics_port=ns.metrics_port, http_port=ns.http_port,
                        grpc_port=ns.grpc_port, otlp_endpoint=phoenix.otlp_endpoint if phoenix else None)
+        arm()
         from serve.deploy import wait_app_running
 
         wait_app_running(ep["app"], timeout_s=ns.ready_timeout)
@@ -149,17 +155,23 @@ def _shutdown(left: Any, phoenix: Any) -> None:
 
     with contextlib.suppress(Exception):
         left.snapshot()
-    def serve_down() -> None:
+    failed: list[BaseException] = []
+
+    def serve_down() -> None:  # never prints: a daemon thread writing at interpreter exit aborts the process
         try:
             serve.shutdown()
         except Exception as exc:  # a controller already gone (the Ctrl-C reached it too): go on
-            _print(f"serve.shutdown: {type(exc).__name__}: {str(exc)[:200]}")
+            failed.append(exc)
 
     try:
         if ray.is_initialized():  # bounded: with the GCS killed by the same Ctrl-C, Serve's calls could wait long
             t = threading.Thread(target=serve_down, name="serve-shutdown", daemon=True)
             t.start()
             t.join(SERVE_SHUTDOWN_S)
+            for exc in failed:
+                _print(f"serve.shutdown: {type(exc).__name__}: {str(exc)[:200]}")
+            if t.is_alive():
+                _print(f"serve.shutdown: no answer in {SERVE_SHUTDOWN_S:.0f} s; shutting Ray down")
     finally:
         ray.shutdown()
         if phoenix is not None:

@@ -132,3 +132,12 @@ def test_a_signal_while_starting_interrupts_the_start_and_cleans_up(monkeypatch:
     fake = _Fake(monkeypatch, on_start=slow_start)
     assert cli.cmd_run(_ns()) == 130  # the KeyboardInterrupt the handler raised ended the start
     assert len(fake.shutdowns) == 1
+
+
+def test_sigterm_while_serving_is_ours_though_the_start_replaced_the_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray.init installs its own SIGTERM handler in the driver (``sys.exit``): the run sets its own again."""
+    def ray_like_start() -> None:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+    fake = _Fake(monkeypatch, on_start=ray_like_start, on_serving=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert cli.cmd_run(_ns()) == 0 and len(fake.shutdowns) == 1
