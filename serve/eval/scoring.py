@@ -41,6 +41,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from pipelines.guardrails.pii import PLACEHOLDER_RE
+
 __all__ = [
     "TERMINAL_DECISIONS",
     "TERMINAL_ROUTES",
@@ -238,8 +240,10 @@ def grounded_lookup(decision: Mapping[str, Any], redacted_text: str, raw_text: s
     values = [str(v).strip() for v in (decision.get("args") or {}).values()]
     text = raw_text + " " + redacted_text
 
-    def said(v: str) -> bool:
-        return bool(v) and (v in redacted_text or re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text, re.I) is not None)
+    def said(v: str) -> bool:  # a placeholder the user's own redacted text holds, or a whole word of the text
+        if PLACEHOLDER_RE.fullmatch(v):
+            return v in redacted_text
+        return bool(v) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text, re.I) is not None
 
     return bool(values) and all(said(v) for v in values)
 
