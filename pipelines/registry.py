@@ -21,7 +21,7 @@ sgc_full
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
@@ -117,6 +117,9 @@ class KindRecord:
     domains: tuple[str, ...] | None  # None: any domain
     deployments: tuple[str, ...]
     build: Callable[[Any, Parts], Any]
+    #: Replays one logged turn of the kind against its pack (its events, the pack) → a report with ``identical``,
+    #: ``logged`` (the decisions) and ``mismatches``; ``None``: the kind's turns are replayed otherwise.
+    replay: Callable[[list[dict[str, Any]], Any], Awaitable[Any]] | None = None
 
 
 def _prompting(s: PromptingConfig, p: Parts) -> Any:
@@ -149,6 +152,12 @@ def _dr(s: DRConfig, p: Parts) -> Any:
                       counters=p.counters)
 
 
+async def _dr_replay(events: list[dict[str, Any]], pack: Any) -> Any:
+    from pipelines.annex.dr.replay import replay_turn
+
+    return await replay_turn(events, pack)
+
+
 def _sgc(s: SgcConfig, p: Parts) -> Any:
     from pipelines.annex.sgc_ladder import SgcSettings, build_sgc_pipeline
 
@@ -167,7 +176,7 @@ def _tandem(s: TandemSettings, p: Parts) -> Any:
 
 KINDS: dict[str, KindRecord] = {
     "tandem": KindRecord("tandem", None, ("tools", "guardrails", "rule_kernels"), _tandem),
-    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr),
+    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr, replay=_dr_replay),
     "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic),
     "prompting": KindRecord("prompting", None, (), _prompting),
     "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc),

@@ -56,6 +56,7 @@ async def replay_session(session_id: str, store: Any, telemetry: Path, principal
     pick); ``domain``: the pack the app ran (its rule tables and tools)."""
     from pipelines.core.replay import replay_decisions, replay_w3
     from pipelines.domains import load_domain, load_rule_bundle
+    from pipelines.registry import KINDS, kind_record
 
     if principal is not None and await store.owner(session_id) != principal:
         raise LookupError(f"no stored turns for session {session_id!r}")
@@ -64,20 +65,18 @@ async def replay_session(session_id: str, store: Any, telemetry: Path, principal
         raise LookupError(f"no stored turns for session {session_id!r}")
     events = load_events(telemetry, {t.turn_id for t in turns})
     rows: list[dict[str, Any]] = []
-    dr_turns = [t for t in turns if t.pipeline == "dr"]
-    if dr_turns:
-        from pipelines.annex.dr.replay import replay_turn
-
-        pack = load_domain(domain)
-        for t in dr_turns:
-            evs = events.get(t.turn_id, [])
-            if not any(e["kind"] == "dr.start" for e in evs):
-                rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "dr", "identical": False,
-                             "detail": "no dr.start event in the telemetry directory"})
-                continue
-            rep = await replay_turn(evs, pack)
-            rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": "dr", "identical": rep.identical,
-                         "decisions": len(rep.logged), "detail": "; ".join(rep.mismatches[:3])})
+    replayed = [(t, kind_record(t.pipeline)) for t in turns if t.pipeline in KINDS]
+    for t, record in replayed:  # a kind that replays its own turns (the dr rung) does so through its record
+        if record.replay is None:
+            continue
+        evs = [e for e in events.get(t.turn_id, []) if str(e.get("kind", "")).startswith(f"{record.name}.")]
+        if not evs:
+            rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": record.name, "identical": False,
+                         "detail": f"no {record.name}.* event in the telemetry directory"})
+            continue
+        rep = await record.replay(events.get(t.turn_id, []), load_domain(domain))
+        rows.append({"turn": t.index, "turn_id": t.turn_id, "kind": record.name, "identical": rep.identical,
+                     "decisions": len(rep.logged), "detail": "; ".join(rep.mismatches[:3])})
     tandem = [t for t in turns if t.pipeline == "tandem"]
     if tandem:
         tables = load_rule_bundle(domain)
