@@ -127,15 +127,17 @@ class TurnFacts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    session_id: str
+    session_id: str = Field(..., description="The session's id.")
     user_text: str = Field(..., description="This turn's redacted text.")
     user_texts: list[str] = Field(default_factory=list, description="Every redacted user text of the session.")
     user_id: str | None = Field(None, description="The request's user (coach) or the verified user (support).")
-    intent: str | None = None
-    sub_intent: str | None = None
+    intent: str | None = Field(None, description="The perceived intent (W1), once perceived.")
+    sub_intent: str | None = Field(None, description="The perceived sub-intent, once perceived.")
     observations: list[dict[str, Any]] = Field(default_factory=list, description="ObservationRecord dicts.")
     refusals: list[dict[str, Any]] = Field(default_factory=list, description="Refused cards: {card_id, reason}.")
-    candidates: CandidateSet = Field(default_factory=CandidateSet)
+    candidates: CandidateSet = Field(default_factory=CandidateSet, description=(
+        "Grounded candidates per kind, each with its source: the user's words (extractors, the slot model) or "
+        "their own records (observe)."))
     state: dict[str, Any] = Field(default_factory=dict, description="The pack's own session facts.")
 
 

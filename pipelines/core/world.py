@@ -68,6 +68,7 @@ class RecordWorld(BaseModel):
         return args[1]
 
     def has(self, kind: str, key: str) -> bool:
+        """Whether the entity exists."""
         return kind in self.KINDS and key in self.table(kind)
 
     # -- the world store's rows ----------------------------------------------------------------
