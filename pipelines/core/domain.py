@@ -316,6 +316,11 @@ class Domain(Protocol):
         ``None``."""
         ...
 
+    def first_question(self, facts: TurnFacts) -> str | None:
+        """The question the session needs answered before any other (a key of ``texts.clarify``: who the user is,
+        before anything of their account), or ``None``. Optional: ``None``."""
+        ...
+
     # -- finding the user's records, questions with choices, read-backs ----------------------------
     def record_reads(self, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
         """Reads that show what each of the user's own records (``entity_kind``) holds, so a record the user

@@ -233,6 +233,9 @@ class PackBase:
     def undecided(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> tuple[str, list[str]] | None:
         return None
 
+    def first_question(self, facts: TurnFacts) -> str | None:
+        return None
+
     def record_reads(self, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
         return []
 

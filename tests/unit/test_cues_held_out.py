@@ -18,22 +18,25 @@ import ast
 import importlib
 import json
 import re
+import re._parser as sre_parse  # the standard library's pattern parser (Python 3.11)
 from collections.abc import Iterator
 from pathlib import Path
+from re._constants import (
+    ANY,
+    AT,
+    BRANCH,
+    IN,
+    LITERAL,
+    MAX_REPEAT,
+    MIN_REPEAT,
+    NOT_LITERAL,
+    SUBPATTERN,
+)
 from typing import Any
 
 import pytest
 
 from pipelines.core.evaluation import first_person
-
-try:  # Python 3.11+
-    import re._parser as sre_parse  # type: ignore[import-not-found]
-    from re._constants import (  # type: ignore[import-not-found]
-        ANY, AT, BRANCH, IN, LITERAL, MAX_REPEAT, MIN_REPEAT, NOT_LITERAL, SUBPATTERN,
-    )
-except ImportError:  # pragma: no cover
-    import sre_parse  # type: ignore[no-redef]
-    from sre_constants import ANY, AT, BRANCH, IN, LITERAL, MAX_REPEAT, MIN_REPEAT, NOT_LITERAL, SUBPATTERN
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"

@@ -45,13 +45,13 @@ from .candidates import (
     described_payment_methods,
     described_variants,
     extract_user_candidates,
-    says_original_payment,
-    typed_addresses,
     names_payment,
     price_wanted,
     record_candidates,
+    says_original_payment,
     slot_candidates,
     slot_schema,
+    typed_addresses,
     variant_candidates,
 )
 from .cards import ACTION_CARDS
