@@ -5,6 +5,8 @@
                      [--backend records|http]    install it with pip install -e PATH
     tandem domain check NAME [--json]             the conformance suite on an installed pack (exit 1 on any
                                                   problem; each problem names the file, hook and what to fix)
+    tandem domain reference [--write FILE]        the pack API reference in Markdown (every hook, declaration
+                                                  and type; --write puts it between FILE's markers)
 """
 
 from __future__ import annotations
@@ -73,6 +75,17 @@ def _check(ns: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _reference(ns: argparse.Namespace) -> int:
+    from serve.pack_reference import reference, write_into
+
+    if ns.write is None:
+        print(reference(), end="")
+        return 0
+    changed = write_into(Path(ns.write))
+    print(f"{ns.write}: {'updated' if changed else 'already current'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="tandem domain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                  allow_abbrev=False)
@@ -90,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("name")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_check)
+    r = sub.add_parser("reference", help="the pack API reference (Markdown)", allow_abbrev=False)
+    r.add_argument("--write", metavar="FILE", help="put it between the pack-reference markers of FILE")
+    r.set_defaults(func=_reference)
     ns, extra = ap.parse_known_args(argv)
     if extra:  # said by the command's own parser, so the error lists the flags it has
         sub.choices[ns.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
