@@ -316,6 +316,12 @@ class Domain(Protocol):
         ``None``."""
         ...
 
+    def settle_intent(self, intent: str, sub_intent: str, facts: TurnFacts) -> tuple[str, str]:
+        """The perceived request as the user's records settle it, once read (a change of an item of a pending order
+        is a modification, of a delivered one an exchange); the turn takes it only where the user's words allowed
+        both. Optional: unchanged."""
+        ...
+
     def first_question(self, facts: TurnFacts) -> str | None:
         """The question the session needs answered before any other (a key of ``texts.clarify``: who the user is,
         before anything of their account), or ``None``. Optional: ``None``."""

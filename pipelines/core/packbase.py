@@ -233,6 +233,9 @@ class PackBase:
     def undecided(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> tuple[str, list[str]] | None:
         return None
 
+    def settle_intent(self, intent: str, sub_intent: str, facts: TurnFacts) -> tuple[str, str]:
+        return intent, sub_intent
+
     def first_question(self, facts: TurnFacts) -> str | None:
         return None
 

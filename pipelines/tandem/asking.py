@@ -36,7 +36,7 @@ from pipelines.sgc.snapshot import Snapshot
 
 from .state import META_KEY, TandemState
 
-__all__ = ["MAX_RECORD_READS", "find_record", "vary_question", "signature", "declined_before", "readback_parts",
+__all__ = ["MAX_RECORD_READS", "find_record", "phi_again", "vary_question", "signature", "declined_before", "readback_parts",
            "run_reads", "asked_of", "declined_outcome", "declined_of"]
 
 MAX_RECORD_READS = 8
@@ -84,7 +84,7 @@ async def run_reads(st: TandemState, calls: Sequence[tuple[str, dict[str, Any]]]
     return len(todo)
 
 
-async def _phi_again(st: TandemState, domain: Domain) -> Any:
+async def phi_again(st: TandemState, domain: Domain) -> Any:
     """Φ on the snapshot as it is now, its reads not run yet run; the outcome (hit or not)."""
     assert st.facts is not None and st.tables is not None
     outcome = phi_lookup((await st.tables).phi, st.intent, st.sub_intent, Snapshot.of(domain.snapshot_values(st.facts)))
@@ -109,7 +109,7 @@ async def find_record(st: TandemState, domain: Domain) -> tuple[str | None, list
     if len(picked) == 1 or every:
         domain.select_record(picked[0], facts, then=picked[1:] if every else ())
         st.counters.dispatch("record_found")
-        outcome = await _phi_again(st, domain)
+        outcome = await phi_again(st, domain)
         then = outcome.then if outcome.hit else None
         return (None if then == "choose" else then), []
     return "choose", list(picked) or options

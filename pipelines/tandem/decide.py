@@ -43,7 +43,7 @@ from pipelines.sgc.w1 import SubIntentParsed, ToolCall
 from pipelines.sgc.w1_run import DispatchTools
 from pipelines.telemetry import annotate, stage_span
 
-from .asking import find_record, vary_question
+from .asking import find_record, phi_again, vary_question
 from .prompts import narration_messages, perception_messages, slot_messages
 from .settings import TandemSettings
 from .state import META_KEY, TandemState
@@ -164,6 +164,16 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
                     if chained is None:
                         break
                     then = chained.then
+            settled = d.settle_intent(st.intent, st.sub_intent, facts)
+            if (settled != (st.intent, st.sub_intent) and given is None
+                    and settled[1] in labels.get(settled[0], ())):  # the words allowed both; the record decides
+                st.emit("tandem.settle", intent=st.intent, sub_intent=st.sub_intent, settled=list(settled))
+                st.intent, st.sub_intent = settled
+                facts.intent, facts.sub_intent = settled
+                st.c1 = {"intent": st.intent, "sub_intent": st.sub_intent}
+                st.meta.update(c1=st.c1)
+                again = await phi_again(st, d)
+                then = again.then if again.hit else None
             with st.timed("orchestrate"), stage_span("orchestrate", turn_id=st.turn_id, role="orchestrator"):
                 options: list[str] = []
                 if then == "choose":  # none of the user's several records named: find it by what it holds

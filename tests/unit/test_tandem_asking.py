@@ -105,3 +105,19 @@ def test_oracle_labels_replace_what_the_model_would_perceive():
     h2._run_request(TurnRequest(text="hello there", perception={"intent": "cancel", "sub_intent": "order"}),
                     orch=[w1("greeting", "hello")])
     assert "perception" not in h2.meta
+
+
+def test_a_request_the_words_left_open_is_settled_by_the_order_s_state():
+    h = _verified()
+    # "no longer need" allows a cancel or a return; the model reads a return, the office chair's order is pending
+    cancel = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001",
+                                                                        "reason": "no longer needed"})
+    r = h.turn("I no longer need the office chair of order #W1000001", orch=[w1("return", "items"), cancel])
+    assert [f["settled"] for k, f in h.sink.events if k == "tandem.settle"] == [["cancel", "order"]]
+    assert h.meta["c1"] == {"intent": "cancel", "sub_intent": "order"}
+    assert [q.question for q in r.of("clarify")] == [] and [c.card_id for c in r.of("action_card")] == [
+        "card.cancel_order"]  # its reason is in the words: the card is filled
+    h2 = _verified()  # the words asked for a return only: nothing is settled for them
+    h2.turn("please return the office chair of order #W1000001", orch=[w1("return", "items"), j(decision="respond")],
+            gen=["Let me check."])
+    assert not [f for k, f in h2.sink.events if k == "tandem.settle"]

@@ -103,6 +103,9 @@ _PENDING = re.compile(r"\b(pending|just (?:placed|ordered)|not (?:yet )?(?:shipp
 # an item taken out of an order: the order cancelled, or changed while pending — never a return of it
 _REMOVE = re.compile(r"\b(remove|take|drop)\b.{0,30}\b(?:from|off|out of) (?:my|the|this|that|an?) (?:\w+ ){0,2}order\b",
                      re.I)
+_UNWANTED = re.compile(r"\b(?:no longer|don'?t|do not) (?:need|want|use)\b(?! (?:to|any help|help))", re.I)
+_FAULTY = re.compile(r"\b(damaged|broken|defective|faulty|cracked|doesn'?t work|does not work|stopped working|"
+                     r"not working)\b", re.I)
 INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cancel", re.compile(r"\bcancel", re.I)),
     ("cancel", _REMOVE),
@@ -115,7 +118,14 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("modify", _REPLACE),
     ("modify", _REMOVE),
     ("modify", _NEW_ADDRESS),
-    ("account", re.compile(r"\b(my (account|profile)|default address|payment methods?)\b", re.I)),
+    ("account", re.compile(r"\b(my (account|profile)|(?:default|user|home|profile) address|payment methods?)\b",
+                           re.I)),
+    # an item the user no longer wants, or one that arrived broken: cancelled or returned (exchanged), as the
+    # order's state allows
+    ("cancel", _UNWANTED),
+    ("return", _UNWANTED),
+    ("return", _FAULTY),
+    ("exchange", _FAULTY),
     ("account", _NEW_ADDRESS),
     ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
                                 r"refund(?:ed)?|late|delayed)\b", re.I)),

@@ -742,6 +742,18 @@ class SupportPack(PackBase):
             return "new_item_for", [state.items[item].get("name", "")]
         return None
 
+    def settle_intent(self, intent: str, sub_intent: str, facts: TurnFacts) -> tuple[str, str]:
+        """By the state of the order in question, once read (the policy's): an item of a pending order is modified
+        and a pending order cancelled; a delivered order's items are exchanged or returned."""
+        state = self.state_of(facts)
+        status = str((state.orders.get(_order_in_question(facts, state) or "") or {}).get("status", ""))
+        pending, delivered = status.startswith("pending"), status == "delivered"
+        settled = {("exchange", "items"): ("modify", "items") if pending else None,
+                   ("modify", "items"): ("exchange", "items") if delivered else None,
+                   ("return", "items"): ("cancel", "order") if pending else None,
+                   ("cancel", "order"): ("return", "items") if delivered else None}.get((intent, sub_intent))
+        return settled or (intent, sub_intent)
+
     def first_question(self, facts: TurnFacts) -> str | None:
         """Who the user is, while nobody is verified and the perceived request is about their account."""
         unverified = self.state_of(facts).authenticated_user_id is None
