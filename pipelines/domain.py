@@ -22,7 +22,8 @@ the tool port          :class:`LocalToolRunner`, :class:`ToolBackend`, :class:`T
 the contract           :class:`ForwardContract`, :class:`EligibleAction`, :class:`PendingCard`,
                        :class:`ObservationRecord`
 evaluation, replay     :class:`PackEvaluation`, :class:`Case`, :class:`EvalTurn`, :class:`SuiteOptions`,
-                       :class:`TaskReplayHook`, :func:`replay_file`
+                       :class:`TaskReplayHook`, :func:`replay_file`, the scripted tau2 user
+                       (:class:`InstructedUser`, :class:`InstructedVocabulary`)
 =====================  =====================================================================================
 """
 
@@ -46,6 +47,7 @@ from pipelines.core.runner import (
     WriteScope,
 )
 from pipelines.core.taskreplay import TaskReplayHook, replay_file
+from pipelines.core.tau2_user import InstructedUser, InstructedVocabulary
 from pipelines.core.world import RecordWorld
 from pipelines.errors import (
     ConfigError,
@@ -77,5 +79,6 @@ __all__ = [
     # the contract
     "ForwardContract", "EligibleAction", "PendingCard", "ObservationRecord",
     # evaluation and replay
-    "PackEvaluation", "Case", "EvalTurn", "SuiteOptions", "TaskReplayHook", "replay_file",
+    "PackEvaluation", "Case", "EvalTurn", "SuiteOptions", "TaskReplayHook", "replay_file", "InstructedUser",
+    "InstructedVocabulary",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -297,6 +298,59 @@ def test_the_copy_finder_finds_a_copied_run(tmp_path: Path) -> None:
     (tmp_path / "three.py").write_text("\n".join(f"value_{i} = compute({i}, factor)" for i in range(5)) + "\n")
     found = copies(sorted(tmp_path.glob("*.py")), tmp_path)
     assert found and all(f.startswith("two.py") and "one.py" in f for f in found)
+
+
+def _imports(path: Path) -> list[str]:
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append(node.module)
+    return out
+
+
+#: The libraries docs/architecture.md says ``pipelines/`` imports besides the standard library.
+PIPELINES_LIBRARIES = {"pydantic": "pydantic", "pydantic_core": "pydantic", "opentelemetry": "OpenTelemetry",
+                       "httpx": "httpx", "yaml": "PyYAML", "regex": "regex", "numpy": "numpy",
+                       "phonenumbers": "phonenumbers"}
+
+
+def test_pipelines_imports_only_the_libraries_the_architecture_names() -> None:
+    found = {name.split(".")[0] for path in PIPELINES.rglob("*.py") for name in _imports(path)}
+    third_party = {n for n in found if n not in sys.stdlib_module_names and n != "pipelines"}
+    assert third_party <= set(PIPELINES_LIBRARIES), sorted(third_party - set(PIPELINES_LIBRARIES))
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert [lib for lib in set(PIPELINES_LIBRARIES.values()) if lib not in doc] == []
+
+
+def test_only_the_registry_imports_the_annex() -> None:
+    """In pipelines/ and serve/, the annex is reached through the kind registry alone (scripts that benchmark a
+    rung and the tests may build one directly)."""
+    bad = []
+    for package in ("pipelines", "serve"):
+        for mod, path in modules(ROOT, package).items():
+            if _under(mod, "pipelines.annex") or mod == "pipelines.registry":
+                continue
+            bad += [f"{mod} imports {n}" for n in _imports(path) if _under(n, "pipelines.annex")]
+    assert bad == []
+
+
+def test_examples_import_only_the_pack_api() -> None:
+    """A pack's code imports ``pipelines.domain`` alone; its tests also the conformance base class, the pack
+    registry, the app (``serve``) and Tandem's test helpers."""
+    bad = []
+    for path in sorted((ROOT / "examples").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        in_tests = "/tests/" in rel
+        for name in _imports(path):
+            if not (_under(name, "pipelines") or _under(name, "serve") or _under(name, "tests")):
+                continue
+            allowed = name == "pipelines.domain" or (in_tests and (
+                _under(name, "pipelines.domains") or _under(name, "serve") or _under(name, "tests")))
+            if not allowed:
+                bad.append(f"{rel} imports {name}")
+    assert bad == []
 
 
 def test_no_mechanism_stands_twice_in_pipelines() -> None:

@@ -14,8 +14,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from pipelines.core.clock import Clock, FixedClock, clock_from
-from pipelines.errors import ConfigError
+from pipelines.domain import Clock, ConfigError, FixedClock, clock_from
 
 from .world import AirlineWorld
 

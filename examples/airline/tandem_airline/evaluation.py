@@ -11,8 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipelines.core.evaluation import PackEvaluation
-from pipelines.core.tau2_user import InstructedUser, InstructedVocabulary
+from pipelines.domain import InstructedUser, InstructedVocabulary, PackEvaluation
 
 from .labels import CARD_INTENTS
 

@@ -16,9 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.core.ids import allocate
-from pipelines.core.runner import CallOutcome
-from pipelines.tools import ToolContext
+from pipelines.domain import CallOutcome, ToolContext, allocate
 
 from .data import default_data_dir, load_world_clock_for
 from .tools import (

@@ -9,7 +9,7 @@ from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
 from tandem_airline.replay import AirlineReplay
 
-from pipelines.core.taskreplay import replay_file
+from pipelines.domain import replay_file
 from pipelines.domains import register, unregister
 
 DATA = default_data_dir()

@@ -6,8 +6,7 @@ import pytest
 from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
 
-from pipelines.domain import ToolSession
-from pipelines.errors import UnconfirmedWrite
+from pipelines.domain import ToolSession, UnconfirmedWrite
 
 pytestmark = pytest.mark.skipif(not (default_data_dir() / "db.json").is_file(),
                                 reason="tau2-airline data not found (set TANDEM_AIRLINE_DIR)")

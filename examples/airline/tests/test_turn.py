@@ -6,7 +6,7 @@ import pytest
 from tandem_airline.data import default_data_dir
 from tandem_airline.pack import AirlinePack
 
-from pipelines.core.runner import LocalToolRunner
+from pipelines.domain import LocalToolRunner
 
 harnesses = pytest.importorskip("tests.unit.harnesses", reason="run from the Tandem repository root")
 doubles = pytest.importorskip("tests.doubles")
