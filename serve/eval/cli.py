@@ -61,12 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: the config's domain.name)")
     p.add_argument("--limit", type=int, default=20, help="tau2 tasks in file order (0 = all)")
     p.add_argument("--max-user-turns", type=int, default=30, help="tau2-tasks: user turns per task at most")
-    p.add_argument("--user", choices=("instructed", "informed"), default="instructed",
+    p.add_argument("--user", default="instructed",
                    help="tau2-tasks: the scripted user — instructed (says only what its instructions say; the default) "
-                   "or informed (answers from the task's expected actions, for comparison)")
-    p.add_argument("--perception", choices=("model", "oracle"), default="model",
+                   "or informed (answers from the task's expected actions, for comparison); both, comma-separated, "
+                   "play each task with each")
+    p.add_argument("--perception", default="model",
                    help="tau2-tasks: model (the turn perceives) or oracle (each turn carries the intent of the request "
-                   "the user pursues: the mechanisms after perception measured apart; tandem only)")
+                   "the user pursues: the mechanisms after perception measured apart; tandem only); both, "
+                   "comma-separated, play each task with each (one app takes the labels and plays both)")
     p.add_argument("--half", choices=("all", "studied", "measured"), default="all",
                    help="tau2 suites: every task, or one half of the fixed split (seed SPLIT_SEED)")
     p.add_argument("--verbatim", action="store_true", help="send reason_for_call unchanged (second person)")
@@ -149,6 +151,11 @@ def _validate(ns: argparse.Namespace) -> tuple[list[str], list[str]]:
             raise ValueError("--http evaluates the one pipeline the running app serves: give one kind")
     if ns.pack_sessions * ns.pack_turns > 400 or ns.limit < 0 or ns.limit > 500:
         raise ValueError("bounded runs only: --limit 0..500, pack sessions x turns <= 400")
+    users, perceptions = _split(ns.user), _split(ns.perception)
+    if not users or set(users) - {"instructed", "informed"}:
+        raise ValueError(f"--user: instructed, informed or both (got {ns.user!r})")
+    if not perceptions or set(perceptions) - {"model", "oracle"}:
+        raise ValueError(f"--perception: model, oracle or both (got {ns.perception!r})")
     return kinds, suites
 
 

@@ -77,6 +77,10 @@ def _confirmed_writes(kind: str, log: list[dict[str, Any]]) -> list[tuple[str, d
     return out
 
 
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in str(text).split(",") if x.strip()]
+
+
 def _expected(card: tuple[str, dict[str, Any]], tools: dict[str, str], writes: Any) -> bool:
     """Whether a shown card is one of the task's expected writes (its tool and arguments)."""
     from pipelines.core.tau2_user import same_arguments
@@ -155,9 +159,11 @@ class Evaluator:
     reset: Callable[[], None] | None = None
     max_user_turns: int = 30
     user_kind: str = "instructed"
-    """The scripted user of whole tasks: ``instructed`` (its instructions only) or ``informed``."""
+    """The scripted user of whole tasks: ``instructed`` (its instructions only) or ``informed``; several,
+    comma-separated, play each task once with each (``users`` × ``perceptions``, in the order given)."""
     perception: str = "model"
-    """``model``: the turn perceives; ``oracle``: each turn carries the labels of the request the user pursues."""
+    """``model``: the turn perceives; ``oracle``: each turn carries the labels of the request the user pursues;
+    several, comma-separated, as ``user_kind``."""
     _pack: Domain = None  # type: ignore[assignment]  # set in __post_init__
     _kit: PackEvaluation = field(default_factory=PackEvaluation)
     _vocab: set[str] | None = None
@@ -202,9 +208,14 @@ class Evaluator:
             return None
 
     def run_case(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Play one session; one row per turn (a tau2 task: turns asked of its scripted user)."""
+        """Play one session; one row per turn (a tau2 task: turns asked of its scripted user, once per user and
+        perception asked for)."""
         if case.suite == "tau2-tasks":
-            return self.run_task(case, on_row=on_row)
+            rows: list[dict[str, Any]] = []
+            for user in _split(self.user_kind):
+                for perception in _split(self.perception):
+                    rows += self.run_task(case, on_row=on_row, user_kind=user, perception=perception)
+            return rows
         sid = session_id(self.kind, case, self.stamp)
         ledger = SessionLedger(said_as=self._kit.said_as)
         for key in ("user_id", "opponent_id"):
@@ -282,7 +293,8 @@ class Evaluator:
             row = {**base, "eval_error": f"{type(exc).__name__}: {exc}"[:300]}
         return row, res.events, log, own
 
-    def run_task(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    def run_task(self, case: Case, *, on_row: Callable[[dict[str, Any]], None] | None = None,
+                 user_kind: str | None = None, perception: str | None = None) -> list[dict[str, Any]]:
         """Play one tau2 task with its scripted user; the last row carries the task's record (``tau2_task``)."""
         from pathlib import Path
 
@@ -301,11 +313,12 @@ class Evaluator:
                     on_row(row)
                 return [row]
         user = self._kit.scripted_user(task, db, {c.id: c.tool for c in self._pack.cards}, self.max_user_turns,
-                                       kind=self.user_kind)
+                                       kind=user_kind or _split(self.user_kind)[0])
         if user is None:
             raise ValueError(f"the {self.domain} pack has no scripted user for whole tau2 tasks")
-        oracle = self.perception == "oracle" and self.kind in META_KEYS
-        sid = session_id(self.kind, case, self.stamp)
+        user_kind = user_kind or _split(self.user_kind)[0]
+        oracle = (perception or _split(self.perception)[0]) == "oracle" and self.kind in META_KEYS
+        sid = session_id(self.kind, case, f"{self.stamp}-{user_kind[:4]}-{'o' if oracle else 'm'}")
         ledger, session_tools = SessionLedger(said_as=self._kit.said_as), []
         rows: list[dict[str, Any]] = []
         writes: list[tuple[str, dict[str, Any]]] = []
@@ -332,6 +345,7 @@ class Evaluator:
             row["repeated_ask"] = bool(reply and reply.repeated_ask)
             if labels is not None:
                 row["oracle_labels"] = list(labels)
+            row["run"] = f"{user_kind}/{'oracle' if oracle else 'model'}"
             rows.append(row)
             if reply is None or reply.text is None:
                 user.ended = user.ended or ("error" if reply is None else reply.rule)
@@ -341,7 +355,7 @@ class Evaluator:
         tools = {c.id: c.tool for c in self._pack.cards}
         record: dict[str, Any] = {
             "task_id": case.info["task_id"], "half": case.info.get("half"), "ended": user.ended,
-            "user_turns": user.turns, "user": getattr(user, "kind", self.user_kind),
+            "user_turns": user.turns, "user": getattr(user, "kind", user_kind),
             "perception": "oracle" if oracle else "model",
             "actions_expected": len(user.writes), "actions_matched": len(user.done),
             "cards_refused": user.cards_refused, "repeated_asks": user.repeated_asks,

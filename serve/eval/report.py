@@ -84,7 +84,14 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     }
     tasks = [r["tau2_task"] for r in rows if r.get("tau2_task")]
     if tasks:
-        out["tau2_tasks"] = tau2_tasks(tasks, [r for r in rows if r.get("suite") == "tau2-tasks"])
+        played = [r for r in rows if r.get("suite") == "tau2-tasks"]
+        runs = list(dict.fromkeys(_run_of(t) for t in tasks))
+        # the headline is the first user and perception played; every one is under by_run
+        out["tau2_tasks"] = tau2_tasks([t for t in tasks if _run_of(t) == runs[0]],
+                                       [r for r in played if _run_of(r) in (runs[0], None)])
+        if len(runs) > 1:
+            out["tau2_tasks"]["by_run"] = {r: tau2_tasks([t for t in tasks if _run_of(t) == r],
+                                                         [x for x in played if _run_of(x) == r]) for r in runs}
     # the openings of whole tasks; without them, the openings suite's (the same texts, one turn each)
     opened = ([r.get("intent_ok") for r in rows if r.get("suite") == "tau2-tasks" and r.get("turn") == 0]
               or [r.get("intent_ok") for r in rows if r.get("suite") == "tau2-openings" and "intent_label" in r])
@@ -108,6 +115,14 @@ def pack_measures(rows: Sequence[Row]) -> dict[str, Any]:
         else:
             out[name] = rate(v for v in vals if v is None or isinstance(v, bool))
     return out
+
+
+def _run_of(row: Mapping[str, Any]) -> str | None:
+    """``user/perception`` of a task record (its own keys) or of a played row (its ``run``; ``None``: a row of a
+    run that played one user and perception only)."""
+    if "passed" in row and "user" in row:
+        return f"{row.get('user')}/{row.get('perception')}"
+    return row.get("run")
 
 
 def _one(values: Iterable[Any]) -> Any:
@@ -288,15 +303,16 @@ def markdown(doc: Mapping[str, Any]) -> str:
                   "cards refused | re-offered after no | read-back missing | repeated asks | turns p50 | "
                   "first token p50 / p90 ms | e2e p50 / p90 ms | ended |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for k, t, _ in tasks:
-            parts = [("all", t)] + sorted((t.get("halves") or {}).items())
-            for half, h in parts:
-                passed = "–" if h["passed"] is None else f"{h['passed']}/{h['tasks']} ({h['pass_rate']:g}%)"
-                lines.append(f"| {k} | {t.get('user')} | {t.get('perception')} | {half} | {h['tasks']} | {passed} | "
-                             f"{h['actions_matched']}/{h['actions_expected']} | {_fmt(h.get('first_card_ok'))} | "
-                             f"{h['cards_refused']} | {h.get('reoffered_after_no')} | {h.get('readback_missing')} | "
-                             f"{h['repeated_asks']} | {_fmt(h['turns_p50'])} | {_fmt(h['first_token_ms'])} | "
-                             f"{_fmt(h['e2e_ms'])} | " + ", ".join(f"{a} {n}" for a, n in h["ended"].items()) + " |")
+        for k, t0, _ in tasks:
+            for t in (list((t0.get("by_run") or {}).values()) or [t0]):
+                for half, h in [("all", t)] + sorted((t.get("halves") or {}).items()):
+                    passed = "–" if h["passed"] is None else f"{h['passed']}/{h['tasks']} ({h['pass_rate']:g}%)"
+                    lines.append(
+                        f"| {k} | {t.get('user')} | {t.get('perception')} | {half} | {h['tasks']} | {passed} | "
+                        f"{h['actions_matched']}/{h['actions_expected']} | {_fmt(h.get('first_card_ok'))} | "
+                        f"{h['cards_refused']} | {h.get('reoffered_after_no')} | {h.get('readback_missing')} | "
+                        f"{h['repeated_asks']} | {_fmt(h['turns_p50'])} | {_fmt(h['first_token_ms'])} | "
+                        f"{_fmt(h['e2e_ms'])} | " + ", ".join(f"{a} {n}" for a, n in h["ended"].items()) + " |")
         lines.append("")
     if doc.get("ratios"):
         lines += ["## First-token ratios (p50, same run)", ""]

@@ -119,7 +119,7 @@ def run_all(ns: argparse.Namespace, kinds: list[str], suites: list[str], cases: 
                 tag = f"{kind}-{domain}"
                 over = app_overrides(kind, domain, base_args.get("pipeline") or {}, work, tag, world_seed=world_seed,
                                      dataset=_dataset(dsuites, cases),
-                                     oracle_perception=getattr(ns, "perception", "model") == "oracle"
+                                     oracle_perception="oracle" in getattr(ns, "perception", "model")
                                      and kind == "tandem")
                 print(f"[{tag}] deploying ...", flush=True)
                 app: dict[str, Any] = {"kind": kind, "domain": domain}

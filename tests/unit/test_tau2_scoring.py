@@ -9,7 +9,7 @@ import pytest
 from pipelines.domains import load_domain
 from pipelines.domains.support.replay import default_tau2_dir
 from serve.eval.evaluate import intent_matches
-from serve.eval.report import summary_doc
+from serve.eval.report import markdown, summary_doc
 from serve.eval.tau2_db import db_check, expected_world
 
 TAU2 = default_tau2_dir()
@@ -106,7 +106,7 @@ def test_summary_keeps_the_user_the_perception_the_new_measures_and_each_half():
     assert "halves" not in t["halves"]["studied"]
     mixed = summary_doc([*rows, {**row("d", "measured", passed=True), "tau2_task": {
         "user": "informed", "perception": "oracle", "half": "measured", "passed": True}}], {})
-    assert mixed["pipelines"]["tandem"]["tau2_tasks"]["user"] == "mixed"
+    assert list(mixed["pipelines"]["tandem"]["tau2_tasks"]["by_run"]) == ["instructed/oracle", "informed/oracle"]
 
 
 def test_intent_accuracy_comes_from_the_openings_suite_without_whole_tasks():
@@ -143,3 +143,21 @@ def test_the_openings_suite_carries_each_tasks_intent_label(data):
         intent_label(t["evaluation_criteria"]["actions"] or []) for t in tasks[:3]]
     assert all("intent_label" not in c.info for c in tau2_suite(TAU2, 3, kit=PackEvaluation()))  # no labels
     assert all("intent_label" not in c.info for c in tau2_suite(TAU2, 3))
+
+
+def test_several_users_and_perceptions_in_one_run_are_summarised_apart_under_by_run():
+    def task(case, user, perception, passed):
+        run = f"{user}/{perception}"
+        return [{"kind": "tandem", "suite": "tau2-tasks", "case": case, "turn": 0, "e2e_ms": 1.0, "run": run,
+                 "first_token_ms": 1.0, "tau2_task": {"user": user, "perception": perception, "passed": passed,
+                                                      "actions_expected": 1}}]
+
+    rows = [*task("a", "instructed", "oracle", True), *task("a", "instructed", "model", False),
+            *task("b", "instructed", "oracle", True), *task("b", "instructed", "model", True)]
+    t = summary_doc(rows, {})["pipelines"]["tandem"]["tau2_tasks"]
+    assert (t["user"], t["perception"], t["passed"], t["tasks"]) == ("instructed", "oracle", 2, 2)  # the first played
+    assert {r: (v["passed"], v["tasks"]) for r, v in t["by_run"].items()} == {
+        "instructed/oracle": (2, 2), "instructed/model": (1, 2)}
+    md = markdown(summary_doc(rows, {}))
+    assert "| tandem | instructed | oracle | all | 2 | 2/2 (100%) |" in md
+    assert "| tandem | instructed | model | all | 2 | 1/2 (50%) |" in md
