@@ -290,6 +290,26 @@ class AirlinePack(PackBase):
     def policy_lines(self, tool: str | None) -> Sequence[str]:
         return POLICY_LINES.get(tool or "", ())
 
+    def readback(self, tool: str, args: Mapping[str, Any], facts: TurnFacts) -> dict[str, str]:
+        """A card in words: each flight by its number and date, the passengers by name, the payment by its id's
+        kind (the template names the reservation, the cabin and the bag counts)."""
+        out: dict[str, str] = {"user_id": ""}
+        flights = args.get("flights")
+        if isinstance(flights, list):
+            out["flights"] = "flights " + ", ".join(
+                f"{f.get('flight_number')} on {f.get('date')}" for f in flights if isinstance(f, Mapping))
+        passengers = args.get("passengers")
+        if isinstance(passengers, list):
+            out["passengers"] = "for " + ", ".join(
+                f"{p.get('first_name')} {p.get('last_name')}" for p in passengers if isinstance(p, Mapping))
+        for key in ("payment_id", "payment_methods"):
+            value = args.get(key)
+            ids = [value] if isinstance(value, str) else [p.get("payment_id") for p in value or []
+                                                          if isinstance(p, Mapping)]
+            if ids:
+                out[key] = "paid with " + ", ".join(str(i).replace("_", " ") for i in ids if i)
+        return out
+
     def entity_names(self, facts: TurnFacts) -> list[str]:
         c = facts.candidates
         return c.of("first_name") + c.of("last_name")
