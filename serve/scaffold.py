@@ -456,6 +456,7 @@ TOOLS = (
 HTTP_SERVING = '''    # the service's own reasons and the backend's: each needs a refusal text (``tandem domain check`` asks)
     reasons = ("record_not_found", "user_not_found", *BACKEND_REASONS)
     sample_users = ("u001",)  # a user of the seeded service: whom ``tandem domain check`` signs in
+    sample_texts = ("Please archive R0001.",)  # words the extractor reads a record id off (the suite checks)
 
     def __init__(self, base_url: str | None = None, timeout_s: float = 2.0, read_retries: int = 2,
                  backoff_s: float = 0.1) -> None:

@@ -235,6 +235,12 @@ def _sourced_kinds(pack: Domain, world: Any, samples: list[SampleWrite]) -> set[
     texts: list[str] = [t for s in samples for t in s.user_texts] + list(_sample_texts(pack))
     values: list[str] = []
     said = {s.user_id: list(s.user_texts) for s in samples}
+    try:  # what a turn of a signed-in user holds before anything is read (the request's user as a candidate)
+        fresh = TurnFacts(session_id="conformance", user_text="hello", user_id="conformance-user")
+        _run(pack.prepare(fresh, None))
+        found |= set(fresh.candidates.kinds())
+    except Exception:  # noqa: BLE001 - a pack whose prepare reads its tools: its owner facts below say more
+        pass
     for uid in _users(pack, world, samples):
         facts = pack.owner_facts(world, uid, said.get(uid, []))
         found |= set(facts.candidates.kinds())
