@@ -159,7 +159,17 @@ class AirlineState(BaseModel):
     observed_ids: list[str] = Field(default_factory=list)
     records: CandidateSet = Field(default_factory=CandidateSet)
     reservations: dict[str, dict[str, str]] = Field(default_factory=dict)
+    selected: str | None = None  # the reservation found by what it holds (the user named none)
     pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
+
+
+def _named_reservation(facts: TurnFacts, extract: Any) -> str | None:
+    """The reservation the user named last (this turn's text first, then earlier ones)."""
+    for text in [facts.user_text, *reversed(facts.user_texts)]:
+        typed = extract(text).get("reservation_id")
+        if typed:
+            return str(typed[-1])
+    return None
 
 
 class AirlinePack(PackBase):
@@ -245,9 +255,11 @@ class AirlinePack(PackBase):
             found = cand.record_candidates(tool, result, state.user_id)
             if tool == "get_reservation_details" and result.get("user_id") == state.user_id:
                 rid = str(result.get("reservation_id"))
+                flights = [f for f in result.get("flights") or [] if isinstance(f, Mapping)]
                 state.reservations[rid] = {
                     "origin": str(result.get("origin")), "destination": str(result.get("destination")),
-                    "cabin": str(result.get("cabin")), "status": str(result.get("status") or "active")}
+                    "cabin": str(result.get("cabin")), "status": str(result.get("status") or "active"),
+                    "date": str(flights[0].get("date", "")) if flights else ""}
             ids = [v for k in ("reservation_id", "payment_id", "user_id") for v in found.get(k, [])]
             state.observed_ids = sorted(set(state.observed_ids) | set(ids))
             state.records.add_all(found, "record")
@@ -290,6 +302,52 @@ class AirlinePack(PackBase):
     def policy_lines(self, tool: str | None) -> Sequence[str]:
         return POLICY_LINES.get(tool or "", ())
 
+    # -- finding the user's reservation (pipelines.tandem.asking) --------------------------------------------
+    def record_reads(self, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
+        """Each of the user's reservations not read yet."""
+        state = self.state_of(facts)
+        mine = [r for r in facts.candidates.of("reservation_id") if facts.candidates.source_of("reservation_id", r)
+                == "record"]
+        return [("get_reservation_details", {"reservation_id": r}) for r in mine if r not in state.reservations]
+
+    def pick_records(self, intent: str, options: Sequence[str], facts: TurnFacts) -> list[str]:
+        """The reservations not cancelled whose airports (or first flight's date) the user's words name."""
+        state = self.state_of(facts)
+        texts = [*facts.user_texts, facts.user_text]
+        typed = [self.extract_candidates(t) for t in texts]
+        airports = {a for c in typed for a in c.get("airport", [])}
+        dates = {d for c in typed for d in c.get("date", [])}
+        live = [r for r in options if (state.reservations.get(r) or {}).get("status", "active") != "cancelled"]
+        named = [r for r in live if (airports and {state.reservations.get(r, {}).get("origin"),
+                                                   state.reservations.get(r, {}).get("destination")} & airports)
+                 or (dates and state.reservations.get(r, {}).get("date") in dates)]
+        return named or live
+
+    def select_record(self, record: str, facts: TurnFacts, then: Sequence[str] = ()) -> None:
+        state = self.state_of(facts)
+        state.selected = record
+        facts.state = state.model_dump(mode="json")
+
+    def describe_records(self, records: Sequence[str], facts: TurnFacts) -> list[str]:
+        """"8JX2WO (DFW → LAX, 2024-05-22, business)" for each reservation read; one not read by its id."""
+        state = self.state_of(facts)
+        out = []
+        for r in records:
+            info = state.reservations.get(r)
+            out.append(f"{r} ({info['origin']} → {info['destination']}, {info.get('date') or 'no date'}, "
+                       f"{info['cabin'].replace('_', ' ')})" if info else r)
+        return out
+
+    def choices(self, about: str, facts: TurnFacts) -> list[str]:
+        if about in ("choose", "reservation"):
+            mine = [r for r in facts.candidates.of("reservation_id")
+                    if facts.candidates.source_of("reservation_id", r) == "record"]
+            return self.describe_records(mine, facts) if len(mine) > 1 else []
+        return []
+
+    def choice_reads(self, about: str, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
+        return self.record_reads(facts) if about in ("choose", "reservation") else []
+
     def readback(self, tool: str, args: Mapping[str, Any], facts: TurnFacts) -> dict[str, str]:
         """A card in words: each flight by its number and date, the passengers by name, the payment by its id's
         kind (the template names the reservation, the cabin and the bag counts)."""
@@ -322,8 +380,9 @@ class AirlinePack(PackBase):
         uid = state.user_id or (facts.candidates.of("user_id") or typed.get("user_id") or [None])[-1]
         if uid:
             out["user_id"] = uid
-        if typed.get("reservation_id"):
-            out["reservation_id"] = typed["reservation_id"][-1]
+        rid = _named_reservation(facts, self.extract_candidates) or state.selected
+        if rid:
+            out["reservation_id"] = rid
         airports = typed.get("airport", [])
         if len(airports) >= 2:
             out["origin"], out["destination"] = airports[0], airports[1]
