@@ -6,7 +6,8 @@
                           tasks the turn starts inherit it)
     RecordingModels       a ModelClient that logs each call it relays as one ``model.call`` event when the
                           call ends: role, purpose, ``key`` (the call's fingerprint), ``text`` (what the
-                          reader took of the stream), ``done`` (read to its end) and ``error`` (its code)
+                          reader took of the stream), ``done`` (read to its end) and ``error`` (its code;
+                          ``cancelled``: cut off while waiting for the model, as a timeout does)
     call_key(role, call)  the fingerprint: a hash of everything that shapes the output (messages, prefix,
                           decoding constraint and parameters; never the engine priority or the purpose)
     call_slot(role, call) which of the turn's calls it is (a W1 label, the narration, a step, the reply)
@@ -21,6 +22,7 @@ from their ``picks``; a value decoded without an enum does not).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -32,9 +34,11 @@ from pipelines.errors import TandemError
 from pipelines.guardrails.pii import mask_pii_fields
 from pipelines.protocols import ModelCall, ModelClient
 
-__all__ = ["EVENT", "bind_turn", "call_key", "call_slot", "picks", "unpick", "record_call", "RecordingModels"]
+__all__ = ["EVENT", "CANCELLED", "bind_turn", "call_key", "call_slot", "picks", "unpick", "record_call", "RecordingModels"]
 
 EVENT = "model.call"
+#: The ``error`` of a call cut off while it waited for the model (its caller's timeout): played back as one.
+CANCELLED = "cancelled"
 _TURN: ContextVar[Callable[..., None] | None] = ContextVar("tandem_model_record", default=None)
 
 
@@ -173,6 +177,9 @@ class RecordingModels:
             done = True
         except TandemError as exc:
             error = exc.code
+            raise
+        except asyncio.CancelledError:  # cut off while waiting for the model: its caller's timeout
+            error = CANCELLED
             raise
         finally:
             record_call(role, call, "".join(parts), done=done, error=error)

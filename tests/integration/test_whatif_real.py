@@ -144,32 +144,47 @@ def test_the_throughput_benchmark_runs_on_the_real_log(app, tmp_path):
     doc = bench.run(str(app.telemetry), str(app.config_path), turns=14, work=tmp_path)
     assert doc["distinct_turns"] == 7 and doc["turns"] == 14
     noop = doc["candidates"]["noop"]
-    assert noop["changed"] == 0 and noop["baseline_sessions"] == 0 and noop["turns_per_min_cpu"] > 0
+    assert noop["changed"] == 0 and noop["turns_per_min_cpu"] > 0
+    assert noop["baseline_sessions"] == 0  # the candidate decides every logged turn as served: one run each
 
 
 def test_a_model_swap_on_a_logged_eval_run_reruns_the_orchestrator(app, tmp_path):
+    """The orchestrator moved to another deployment of the model: the same weights served with a repetition
+    penalty by default (vLLM's ``override_generation_config``; the turn sends none for the orchestrator's calls).
+    Every orchestrator call is re-run on it; the other roles' calls come from the log."""
     from serve.eval import main as eval_main
 
     run = tmp_path / "eval"
-    assert eval_main(["--http", app.http, "--telemetry", str(app.telemetry), "--pipelines", "tandem",
-                      "--suites", "flows", "--warmup", "0", "--out", str(run)]) == 0
+    suites = "flows,tau2-openings" if _tau2_dir() is not None else "flows"
+    assert eval_main(["--http", app.http, "--telemetry", str(app.telemetry), "--pipelines", "tandem", "--suites", suites,
+                      "--limit", "5", "--warmup", "0", "--out", str(run)]) == 0
     raw = yaml.safe_load(Path(app.config_path).read_text())
     args = raw["applications"][0]["args"]
-    fp32 = copy.deepcopy(next(a for a in raw["applications"] if a["name"] == "models")["args"]["models"]["smollm2"])
-    fp32.update(model_id="smollm2-135m-fp32")
-    fp32["engine_kwargs"]["dtype"] = "float32"  # the same weights served in full precision
-    args["models"]["smollm2_fp32"] = fp32
+    swap = copy.deepcopy(next(a for a in raw["applications"] if a["name"] == "models")["args"]["models"]["smollm2"])
+    swap.update(model_id="smollm2-135m-penalised")
+    swap["engine_kwargs"]["override_generation_config"] = {"repetition_penalty": 1.3}
+    args["models"]["penalised"] = swap
     config = tmp_path / "swap.yaml"
     config.write_text(yaml.safe_dump(raw))
     from serve.whatif import main
 
     rc = main(["--from", str(run), "--telemetry", str(app.telemetry), "--config", str(config),
-               "--model", "orchestrator=smollm2_fp32", "--out", str(tmp_path / "out")])
+               "--model", "orchestrator=penalised", "--out", str(tmp_path / "out")])
     data = json.loads((tmp_path / "out" / "whatif.json").read_text())
-    assert rc == 0 and data["replayed"] == data["turns"] > 0
-    assert data["model_calls"]["live"] > 0 and data["model_calls"]["logged"] > 0  # the other roles: from the log
-    assert data["candidate"]["models"] == {"orchestrator": "smollm2_fp32"}
+    print(f"model swap: {data['changed']} of {data['replayed']} turns changed "
+          f"({ {k: v['changed'] for k, v in data['by_kind'].items() if v['changed']} }); calls {data['model_calls']}")
+    assert rc == 0 and data["replayed"] == data["turns"] > 0 and data["skipped"] == []
+    assert data["model_calls"]["live"] > 0 and data["model_calls"]["estimated"] == data["model_calls"]["missing"] == 0
+    assert data["candidate"]["models"] == {"orchestrator": "penalised"}
+    assert data["changed"] >= 1  # the deployment decides some turns differently
     for c in data["changes"]:
         assert c["model_calls"]["live"] > 0 and any("re-run live (orchestrator)" in r for r in c["rules"])
-    print(f"model swap: {data['changed']} of {data['replayed']} turns changed "
-          f"({ {k: v['changed'] for k, v in data['by_kind'].items() if v['changed']} })")
+
+
+def _tau2_dir() -> Path | None:
+    """The support pack's tau2 tasks, when this checkout has them (read in place, never copied)."""
+    from pipelines.domains import load_domain
+    from serve.eval.suites import tau2_dir_of
+
+    base = tau2_dir_of(load_domain("support"))
+    return base if base is not None and (base / "tasks_train.json").is_file() else None

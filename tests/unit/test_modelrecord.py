@@ -77,3 +77,35 @@ def test_outside_a_turn_nothing_is_logged():
         return [d async for d in RecordingModels(ScriptModels(["hi"])).stream("generator", CALL)]
 
     assert asyncio.run(go()) == ["hi"]
+
+
+def test_a_call_cut_off_by_its_callers_timeout_is_logged_cancelled_and_played_back_as_a_timeout():
+    import pytest
+
+    from pipelines.core.whatif import LoggedSession, LoggedTurn, PlaybackModels, SessionPlay
+    from pipelines.core.whatif.playback import playing
+    from pipelines.errors import ModelTimeout
+    from tests.doubles import HANG
+
+    logged: list[dict] = []
+
+    async def cut() -> None:
+        bind_turn(lambda kind, **f: logged.append({"kind": kind, **f}))
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                async for _ in RecordingModels(ScriptModels([HANG])).stream("orchestrator", CALL):
+                    pass
+
+    asyncio.run(cut())
+    assert [(e["error"], e["done"], e["text"]) for e in logged] == [("cancelled", False, "")]
+    turn = LoggedTurn(turn_id="t1", index=0, text="move it", events=logged)
+
+    async def play() -> None:
+        with playing(SessionPlay(LoggedSession(session_id="s", turns=[turn]))) as p:
+            p.begin(turn)
+            with pytest.raises(ModelTimeout):
+                async for _ in PlaybackModels().stream("orchestrator", CALL):
+                    pass
+            assert p.calls[0]["source"] == "logged"
+
+    asyncio.run(play())

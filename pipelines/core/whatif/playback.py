@@ -26,9 +26,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.core.modelrecord import EVENT, call_key, call_slot, unpick
+from pipelines.core.modelrecord import CANCELLED, EVENT, call_key, call_slot, unpick
 from pipelines.core.ports import ToolCallResult, ToolSession
-from pipelines.errors import ModelUnavailable, ToolError, error_class_for_code
+from pipelines.errors import ModelTimeout, ModelUnavailable, ToolError, error_class_for_code
 from pipelines.guardrails.pii import Vault, mask_pii_fields
 from pipelines.protocols import ModelCall, ModelClient, TurnRecord
 from pipelines.tools import ToolObservation
@@ -148,6 +148,8 @@ class PlaybackModels:
         text = unpick(str(rec.get("text") or ""), rec.get("picks") or {}, call)
         if text:
             yield text
+        if rec.get("error") == CANCELLED:  # the logged call ran past its caller's timeout
+            raise ModelTimeout(f"the logged {role} call was cut off by its caller's timeout")
         if rec.get("error"):
             raise error_class_for_code(str(rec["error"]))(f"logged {role} failure: {rec['error']}")
 
