@@ -50,7 +50,7 @@ from typing import Any
 
 from .evaluation import AssistantTurn, first_person, opening
 
-__all__ = ["UserReply", "InstructedVocabulary", "Instructions", "InstructedUser", "asking", "same_arguments",
+__all__ = ["UserReply", "InstructedVocabulary", "Instructions", "TaskUser", "InstructedUser", "asking", "same_arguments",
            "card_signature", "identity_lines", "conditionals", "SPLIT_SEED", "split_half"]
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
@@ -245,11 +245,13 @@ def _norm(text: str) -> str:
 
 
 @dataclass
-class InstructedUser:
-    """One task's instructed user (see module docstring). ``card_tools``: card id → the tool it calls."""
+class TaskUser:
+    """What every scripted user of a tau2-format task shares: the task's writes (the pack's ``write_tools``), the
+    one it pursues, its turns and its judgement of a card (``yes`` when the card equals an expected write not done
+    yet, ``no`` otherwise, a card refused before counted again in ``reoffered_after_no``), the end of a session on
+    an escalation or past ``max_turns``. ``card_tools``: card id → the tool it calls."""
 
     task: Mapping[str, Any]
-    vocab: InstructedVocabulary
     card_tools: Mapping[str, str]
     max_turns: int = 30
     verbatim: bool = False
@@ -261,15 +263,14 @@ class InstructedUser:
     reoffered_after_no: int = 0
     restated: int = 0
     ended: str | None = None
-    kind: str = "instructed"
+    kind: str = "scripted"
     _refused: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    _answered: set[str] = field(default_factory=set)
-    _identity_next: int = 0
-    _conditions_used: set[int] = field(default_factory=set)
     _last_rule: str = ""
 
-    def __post_init__(self) -> None:
-        self.instructions = Instructions.of(self.task, self.vocab, self.verbatim)
+    @property
+    def write_tools(self) -> frozenset[str]:
+        """The tools whose calls change the world (the expected writes the user pursues)."""
+        raise NotImplementedError
 
     @property
     def actions(self) -> list[Mapping[str, Any]]:
@@ -277,7 +278,7 @@ class InstructedUser:
 
     @property
     def writes(self) -> list[tuple[int, Mapping[str, Any]]]:
-        return [(i, a) for i, a in enumerate(self.actions) if a["name"] in self.vocab.write_tools]
+        return [(i, a) for i, a in enumerate(self.actions) if a["name"] in self.write_tools]
 
     def next_write(self) -> Mapping[str, Any] | None:
         """The request the user is pursuing now: its next expected write not done yet."""
@@ -296,6 +297,59 @@ class InstructedUser:
             self.said.append(text)
         self._last_rule = rule
         return UserReply(text, rule, repeated)
+
+    def _card_match(self, card_id: str, params: Mapping[str, Any]) -> int | None:
+        tool = self.card_tools.get(card_id)
+        for i, a in self.writes:
+            if i not in self.done and a["name"] == tool and same_arguments(params, a["arguments"]):
+                return i
+        return None
+
+    def respond(self, turn: AssistantTurn) -> UserReply:
+        """The user's reply to one assistant turn: an escalation, the cap or a card first, then what it asks."""
+        ended = self._ends_or_judges(turn)
+        return ended if ended is not None else self._reply(turn.question or asking(turn.text), turn)
+
+    def _reply(self, asked: str, turn: AssistantTurn) -> UserReply:
+        raise NotImplementedError
+
+    def _ends_or_judges(self, turn: AssistantTurn) -> UserReply | None:
+        """The reply an escalation, the turn cap or a card gets (``None``: none of them: the turn asks or tells)."""
+        if turn.escalated:
+            return self._say(None, "escalated")
+        if self.turns >= self.max_turns:
+            return self._say(None, "turn_cap")
+        if not turn.cards:
+            return None
+        card_id, params = turn.cards[0]
+        hit = self._card_match(card_id, params)
+        if hit is not None:
+            self.done.add(hit)
+            self.restated = 0
+            return self._say("Yes, please go ahead.", "yes")
+        self.cards_refused += 1
+        sig = card_signature(card_id, params)
+        self.reoffered_after_no += any(card_signature(c, p) == sig for c, p in self._refused)
+        self._refused.append((card_id, dict(params)))
+        return self._say("No, that's not what I want.", "no")
+
+
+@dataclass
+class InstructedUser(TaskUser):
+    """One task's instructed user (see module docstring)."""
+
+    vocab: InstructedVocabulary = field(kw_only=True)
+    kind: str = "instructed"
+    _answered: set[str] = field(default_factory=set)
+    _identity_next: int = 0
+    _conditions_used: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.instructions = Instructions.of(self.task, self.vocab, self.verbatim)
+
+    @property
+    def write_tools(self) -> frozenset[str]:
+        return self.vocab.write_tools
 
     def opening(self) -> str:
         return self._say(self.instructions.opening, "opening").text or ""
@@ -389,33 +443,8 @@ class InstructedUser:
 
     # -- one reply -----------------------------------------------------------------------------------
 
-    def _card_match(self, card_id: str, params: Mapping[str, Any]) -> int | None:
-        tool = self.card_tools.get(card_id)
-        for i, a in self.writes:
-            if i not in self.done and a["name"] == tool and same_arguments(params, a["arguments"]):
-                return i
-        return None
-
-    def respond(self, turn: AssistantTurn) -> UserReply:
-        """The user's reply to one assistant turn (see module docstring)."""
-        if turn.escalated:
-            return self._say(None, "escalated")
-        if self.turns >= self.max_turns:
-            return self._say(None, "turn_cap")
-        if turn.cards:
-            card_id, params = turn.cards[0]
-            hit = self._card_match(card_id, params)
-            if hit is not None:
-                self.done.add(hit)
-                self.restated = 0
-                return self._say("Yes, please go ahead.", "yes")
-            self.cards_refused += 1
-            sig = card_signature(card_id, params)
-            if any(card_signature(c, p) == sig for c, p in self._refused):
-                self.reoffered_after_no += 1
-            self._refused.append((card_id, dict(params)))
-            return self._say("No, that's not what I want.", "no")
-        asked = turn.question or asking(turn.text)
+    def _reply(self, asked: str, turn: AssistantTurn) -> UserReply:
+        """The reply to a turn that asks ``asked`` (its question, or the sentences of its text that ask) or tells."""
         key = _norm(asked)
         repeated = bool(key) and key in self._answered
         self.repeated_asks += repeated

@@ -24,51 +24,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pipelines.core.decisions import owned_records
 from pipelines.core.domain import Domain
-from pipelines.core.outcome import Outcome
 from pipelines.sgc.phi import phi_lookup
 from pipelines.sgc.snapshot import Snapshot
 
+from .cards import norm as _norm
 from .state import META_KEY, TandemState
 
-__all__ = ["MAX_RECORD_READS", "find_record", "phi_again", "vary_question", "signature", "declined_before", "readback_parts",
-           "run_reads", "asked_of", "declined_outcome", "declined_of"]
+__all__ = ["MAX_RECORD_READS", "find_record", "phi_again", "vary_question", "run_reads", "asked_of", "declined_of"]
 
 MAX_RECORD_READS = 8
 """At most this many reads to find a record by its contents (a user's orders)."""
-
-_WORDS = re.compile(r"[a-z0-9]+")
-
-
-def _norm(text: str | None) -> str:
-    return " ".join(_WORDS.findall(str(text or "").lower()))
-
-
-def signature(card_id: str, args: Mapping[str, Any]) -> str:
-    """A card as shown: its id and arguments (lists as sorted records)."""
-    norm = {k: sorted(map(str, v)) if isinstance(v, list | tuple) else str(v) for k, v in sorted(args.items())}
-    return card_id + ":" + json.dumps(norm, sort_keys=True)
-
-
-def declined_before(declined: Sequence[str], card_id: str, args: Mapping[str, Any]) -> bool:
-    """Whether the user said no to this very card earlier in the session (``declined``: their signatures)."""
-    return signature(card_id, args) in list(declined)
-
-
-def declined_of(history: Sequence[Any], key: str = "declined") -> list[str]:
-    """The cards the user said no to so far (the last recorded turn's ``meta.tandem.declined``; ``key="done"``:
-    the writes done)."""
-    for turn in reversed(history):
-        m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
-        if isinstance(m, dict) and isinstance(m.get(key), list):
-            return [str(x) for x in m[key]]
-    return []
-
 
 async def run_reads(st: TandemState, calls: Sequence[tuple[str, dict[str, Any]]], *, limit: int) -> int:
     """Run the reads of ``calls`` not run yet this turn (at most ``limit``), folded as observations; how many ran."""
@@ -113,6 +83,16 @@ async def find_record(st: TandemState, domain: Domain) -> tuple[str | None, list
         then = outcome.then if outcome.hit else None
         return (None if then == "choose" else then), []
     return "choose", list(picked) or options
+
+
+def declined_of(history: Sequence[Any], key: str = "declined") -> list[str]:
+    """The cards the user said no to so far (the last recorded turn's ``meta.tandem.declined``; ``key="done"``:
+    the writes done)."""
+    for turn in reversed(history):
+        m = turn.meta.get(META_KEY) if isinstance(turn.meta, dict) else None
+        if isinstance(m, dict) and isinstance(m.get(key), list):
+            return [str(x) for x in m[key]]
+    return []
 
 
 def asked_of(history: Sequence[Any]) -> list[str]:
@@ -161,26 +141,3 @@ async def vary_question(st: TandemState, domain: Domain) -> None:
     del asked[:-40]
 
 
-def readback_parts(domain: Domain, tool: str, args: Mapping[str, Any], facts: Any, shown: str = "") -> list[str]:
-    """Every argument of a card in words: the pack's wording (``readback``; a key may name several arguments,
-    comma-separated), then each argument it left out by its value — unless ``shown`` (the card's phrase) carries
-    that value already."""
-    words = domain.readback(tool, args, facts)
-    covered = {a.strip() for key in words for a in key.split(",")}
-    parts = [w for w in words.values() if w]
-    for arg, value in args.items():
-        if arg in covered or value in ("", None, []):
-            continue
-        text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-        if text and text not in shown:
-            parts.append(f"{arg.replace('_', ' ')}: {text}")
-    return parts
-
-
-def declined_outcome(domain: Domain, asked: list[str] | None = None) -> Outcome:
-    """A card the user refused (or one they refused before): ask what should change (recorded in ``asked``, the
-    session's questions, when the route decides it without :func:`vary_question`)."""
-    question = domain.texts.question("change")
-    if asked is not None:
-        asked.append(_norm(question))
-    return Outcome(path="clarify", clarify_question=question, clarify_about="change")

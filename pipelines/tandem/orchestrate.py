@@ -45,7 +45,7 @@ from pipelines.guardrails.ids import walk_strings
 from pipelines.guardrails.pii import PLACEHOLDER_RE, Vault
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredOutput
 
-from .asking import declined_before, declined_outcome
+from .cards import declined_before, declined_outcome
 from .prompts import observation_line, step_messages
 from .settings import TandemSettings
 

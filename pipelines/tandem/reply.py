@@ -28,7 +28,7 @@ from pipelines.core.domain import Domain, DomainTexts, TurnFacts
 from pipelines.core.outcome import Outcome
 from pipelines.guardrails.pii import Vault
 
-from .asking import readback_parts
+from .cards import readback_parts
 
 __all__ = ["build_contract", "template_reply", "generator_facts", "instruction"]
 

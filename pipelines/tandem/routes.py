@@ -20,7 +20,7 @@ from __future__ import annotations
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Outcome
 
-from .asking import declined_outcome, signature
+from .cards import declined_outcome, signature
 from .state import META_KEY, TandemState
 
 __all__ = ["route", "decided_by_route"]

@@ -272,7 +272,7 @@ def test_a_generator_failure_after_the_write_still_records_it(store: SQLiteWorld
 def test_a_generator_failure_after_the_write_does_not_deny_it(store: SQLiteWorldStore) -> None:
     h, _, _ = session_at_the_card(store)
     r = h.turn("yes", gen=[ModelUnavailable("generator overloaded")])
-    assert r.reply == f"Done. I have carried out your request to cancel order {OID}."
+    assert r.reply == f"Done. I have carried out your request to cancel order {OID} (reason: no longer needed)."
 
 
 # ---- 6. guardrails down on the yes turn ----------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 
 from pipelines.errors import ValidationFailed
 from pipelines.events import TurnRequest
-from pipelines.tandem.asking import readback_parts, signature
+from pipelines.tandem.cards import readback_parts, signature
 from pipelines.tandem.settings import TandemSettings
 from pipelines.turn_input import parse_turn_request
 from tests.doubles import j, w1

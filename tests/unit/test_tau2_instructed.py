@@ -43,7 +43,7 @@ def task(reason: str = REASON, known: str = "You are Nadia Okafor, zip code 6061
 
 
 def user(**kw) -> InstructedUser:
-    return InstructedUser(task(**kw), instructed_vocabulary(DB), CARD_TOOLS, max_turns=8)
+    return InstructedUser(task(**kw), CARD_TOOLS, vocab=instructed_vocabulary(DB), max_turns=8)
 
 
 def test_only_the_sentences_that_state_a_wish_are_sayable_in_the_first_person():

@@ -41,7 +41,7 @@ LOOKUP = {"action_id": "a0", "name": "find_user_id_by_email", "arguments": {"ema
 
 
 def user(actions=(LOOKUP, EXCHANGE), **kw):
-    return ScriptedUser(task(list(actions), **kw), DB, CARD_TOOLS, max_turns=6)
+    return ScriptedUser(task(list(actions), **kw), CARD_TOOLS, db=DB, max_turns=6)
 
 
 def test_opening_is_the_first_sentence_in_first_person():
@@ -175,7 +175,7 @@ def test_asked_about_a_product_its_request_leaves_alone_the_user_says_so_and_it_
     db = copy.deepcopy(DB)
     db["orders"]["#W100"]["items"].append({"name": "Water Bottle", "product_id": "P2", "item_id": "B1",
                                            "price": 5.0, "options": {"capacity": "500ml"}})
-    u = ScriptedUser(task([LOOKUP, EXCHANGE]), db, CARD_TOOLS, max_turns=6)
+    u = ScriptedUser(task([LOOKUP, EXCHANGE]), CARD_TOOLS, db=db, max_turns=6)
     u.opening()
     r = u.respond(AssistantTurn(question="Which option of the Water Bottle would you like instead?"))
     assert (r.text, r.rule, r.repeated_ask) == ("Not the Water Bottle: only the Desk Lamp.", "not_wanted", False)

@@ -66,7 +66,7 @@ class AirlineEvaluation(PackEvaluation):
                       max_turns: int, kind: str = "instructed") -> Any:
         if kind != "instructed":
             return None  # the airline pack keeps no informed user
-        return InstructedUser(task, instructed_vocabulary(), card_tools, max_turns=max_turns)
+        return InstructedUser(task, card_tools, vocab=instructed_vocabulary(), max_turns=max_turns)
 
     def oracle_labels(self, tool: str | None) -> tuple[str, str]:
         """The (intent, sub-intent) whose card runs ``tool``; a question about a reservation when none."""

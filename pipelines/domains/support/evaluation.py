@@ -88,10 +88,10 @@ class SupportEvaluation(PackEvaluation):
     def scripted_user(self, task: Mapping[str, Any], db: Mapping[str, Any], card_tools: Mapping[str, str],
                       max_turns: int, kind: str = "instructed") -> Any:
         if kind == "informed":
-            return ScriptedUser(task, db, card_tools, max_turns=max_turns)
+            return ScriptedUser(task, card_tools, db=db, max_turns=max_turns)
         from pipelines.core.tau2_user import InstructedUser
 
-        return InstructedUser(task, instructed_vocabulary(db), card_tools, max_turns=max_turns)
+        return InstructedUser(task, card_tools, vocab=instructed_vocabulary(db), max_turns=max_turns)
 
     def oracle_labels(self, tool: str | None) -> tuple[str, str]:
         """The (intent, sub-intent) whose card runs ``tool``; a question about an order when none."""

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.core.evaluation import AssistantTurn, opening
-from pipelines.core.tau2_user import asking, card_signature, same_arguments
+from pipelines.core.tau2_user import TaskUser, UserReply, asking, same_arguments
 
 __all__ = ["AssistantTurn", "UserReply", "ScriptedUser", "intent_label", "opening_of", "INTENT_LABELS",
            "LOOKUP_ACTIONS", "WRITE_VERBS", "asking", "same_arguments"]
@@ -73,15 +73,6 @@ _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 _NAME_ZIP = re.compile(r"\bYou are ([A-Z][a-z]+) ([A-Z][a-z]+)\b.*?\bzip ?code (\d{5})", re.S)
 
 
-@dataclass(frozen=True)
-class UserReply:
-    """The user's next message (``text`` ``None``: the session ends) and the rule that made it."""
-
-    text: str | None
-    rule: str
-    repeated_ask: bool = False
-
-
 def intent_label(actions: Sequence[Mapping[str, Any]]) -> str:
     """The task's intent label from its first expected write (``status only`` when it has none)."""
     for a in actions:
@@ -100,48 +91,16 @@ def _words(options: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class ScriptedUser:
-    """One task's user (see module docstring). ``card_tools``: card id → the tool it calls."""
+class ScriptedUser(TaskUser):
+    """One task's informed user (see module docstring)."""
 
-    task: Mapping[str, Any]
-    db: Mapping[str, Any]
-    card_tools: Mapping[str, str]
+    db: Mapping[str, Any] = field(kw_only=True)
     max_turns: int = 10
-    verbatim: bool = False
-    turns: int = 0
-    done: set[int] = field(default_factory=set)
-    said: list[str] = field(default_factory=list)
-    cards_refused: int = 0
-    repeated_asks: int = 0
-    reoffered_after_no: int = 0
-    restated: int = 0
-    ended: str | None = None
     kind: str = "informed"
-    _refused: list[str] = field(default_factory=list)
 
     @property
-    def actions(self) -> list[Mapping[str, Any]]:
-        return list((self.task.get("evaluation_criteria") or {}).get("actions") or [])
-
-    @property
-    def writes(self) -> list[tuple[int, Mapping[str, Any]]]:
-        return [(i, a) for i, a in enumerate(self.actions) if a["name"] in WRITE_VERBS]
-
-    def next_write(self) -> Mapping[str, Any] | None:
-        return next((a for i, a in self.writes if i not in self.done), None)
-
-    def pursuing(self) -> str | None:
-        """The tool of the request pursued now (``None``: no write remains)."""
-        nxt = self.next_write()
-        return None if nxt is None else str(nxt["name"])
-
-    def _say(self, text: str | None, rule: str, repeated: bool = False) -> UserReply:
-        if text is None:
-            self.ended = rule
-        else:
-            self.turns += 1
-            self.said.append(text)
-        return UserReply(text, rule, repeated)
+    def write_tools(self) -> frozenset[str]:
+        return frozenset(WRITE_VERBS)
 
     def opening(self) -> str:
         return self._say(opening_of(self.task, self.verbatim), "opening").text or ""
@@ -226,34 +185,8 @@ class ScriptedUser:
 
     # -- one reply ---------------------------------------------------------------------------------
 
-    def _card_match(self, card_id: str, params: Mapping[str, Any]) -> int | None:
-        tool = self.card_tools.get(card_id)
-        for i, a in self.writes:
-            if i in self.done or a["name"] != tool:
-                continue
-            if same_arguments(params, a["arguments"]):
-                return i
-        return None
-
-    def respond(self, turn: AssistantTurn) -> UserReply:
-        """The user's reply to one assistant turn (see module docstring)."""
-        if turn.escalated:
-            return self._say(None, "escalated")
-        if self.turns >= self.max_turns:
-            return self._say(None, "turn_cap")
-        if turn.cards:
-            card_id, params = turn.cards[0]
-            hit = self._card_match(card_id, params)
-            if hit is not None:
-                self.done.add(hit)
-                self.restated = 0
-                return self._say("Yes, please go ahead.", "yes")
-            self.cards_refused += 1
-            sig = card_signature(card_id, params)
-            self.reoffered_after_no += sig in self._refused
-            self._refused.append(sig)
-            return self._say("No, that's not what I want.", "no")
-        asked = turn.question or asking(turn.text)
+    def _reply(self, asked: str, turn: AssistantTurn) -> UserReply:
+        """The reply to what the turn asks, or tells (see module docstring)."""
         if asked and _IDENTITY.search(asked):
             text = self.identity()
             repeated = any(text in s for s in self.said)
