@@ -119,8 +119,8 @@ def _domain(config: str) -> tuple[str, int]:
     """The config's domain pack and world seed."""
     import yaml
 
-    d = (yaml.safe_load(Path(config).read_text())["applications"][0]["args"].get("domain") or {})
-    return str(d.get("name", "support")), int(d.get("seed", 7))
+    d = yaml.safe_load(Path(config).read_text())["applications"][0]["args"]["domain"]  # a config names its pack
+    return str(d["name"]), int(d.get("seed", 7))
 
 
 def _apps(ns: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _apps(ns)
         pricing, usd, basis = _pricing(ns.pricing)
-        workload = cost_workload(domain=_domain(ns.config)[0], tau2=ns.tau2, pack_sessions=ns.pack_sessions,
-                                 world_seed=_domain(ns.config)[1])
+        domain, world_seed = _domain(ns.config)
+        workload = cost_workload(domain, tau2=ns.tau2, pack_sessions=ns.pack_sessions, world_seed=world_seed)
     except (ValueError, WorkloadUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

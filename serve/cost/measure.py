@@ -50,7 +50,7 @@ class TurnCostRecord:
                 "cost": self.cost}
 
 
-def cost_workload(*, domain: str = "support", tau2: str | None = None, pack_sessions: int = 2,
+def cost_workload(domain: str, *, tau2: str | None = None, pack_sessions: int = 2,
                   world_seed: int = 7) -> Workload:
     """The pack's tau2 openings (``tandem eval``'s ``tau2-openings`` texts: one turn each, nobody verified)
     with the first ``pack_sessions`` whole sessions of the pack's own suites among them (one after every two

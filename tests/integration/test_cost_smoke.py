@@ -41,7 +41,7 @@ def test_cost_of_tandem_and_prompting_turns(tmp_path: Path) -> None:
     ns = build_parser().parse_args(["--turns", "2", "--users", "2", "--load-turns", "2", "--warmup", "1",
                                     "--slo-ttft-ms", "5000", "--slo-e2e-ms", "120000"])
     pricing, _, _ = _pricing(ns.pricing)
-    workload = cost_workload(pack_sessions=1)
+    workload = cost_workload("support", pack_sessions=1)
     kinds, rows = {}, []
     for kind in ("tandem", "prompting"):
         kinds[kind], got = _measure(tmp_path, kind, workload, ns, pricing)

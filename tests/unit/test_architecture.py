@@ -194,7 +194,7 @@ DOMAIN_WORDS = re.compile(r"\b(support|coach|retail|airline|tau2|order_id|creatu
 SERVE_EXEMPT = {"serve.scaffold"}
 #: The evaluation harness and the load generator read tau2-format tasks of any pack that has them: there,
 #: ``tau2`` names a task format, not a pack (every other pack word is still refused).
-SERVE_HARNESS = ("serve.eval", "serve.loadtest")
+SERVE_HARNESS = ("serve.eval", "serve.loadtest", "serve.cost")
 HARNESS_WORDS = re.compile(r"\b(support|coach|retail|airline|order_id|creature|pokemon)\b", re.I)
 
 

@@ -115,11 +115,11 @@ def test_the_workload_interleaves_openings_with_whole_pack_sessions() -> None:
     base = tau2_dir_of(load_domain("support"))
     if base is None or not (base / "tasks_train.json").is_file():
         pytest.skip("no tau2-retail tasks")
-    w = cost_workload(pack_sessions=2)
+    w = cost_workload("support", pack_sessions=2)
     lens = [len(s) for s in w.sessions]
     assert lens[:2] == [1, 1] and lens[2] > 1  # two openings, then a whole session
     assert sum(1 for n in lens if n > 1) == 2
-    assert all(n == 1 for n in (len(s) for s in cost_workload(pack_sessions=0).sessions))
+    assert all(n == 1 for n in (len(s) for s in cost_workload("support", pack_sessions=0).sessions))
 
 
 @pytest.mark.parametrize(("text", "expected"), [
