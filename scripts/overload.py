@@ -11,12 +11,22 @@ Starts the app from a Serve file (default ``configs/embedded.yaml``; ``--pipelin
    refusals (HTTP 429 / 503 with Retry-After, gRPC RESOURCE_EXHAUSTED / UNAVAILABLE),
    other errors (goal 0), lost stored turns (a completed turn missing from the store, or a
    refused one stored anyway; goal 0), goodput and its ratio to capacity (goal ≥ 0.8);
-3. RSS of the whole Ray process tree at the start and at the end.
+3. **burst** — ``--burst`` turns sent at once over HTTP (default 64, each a fresh session): only
+   200 / 429 / 503 (+ Retry-After) are clean, a 504 (a turn admitted and run past its deadline) is not;
+   goodput over the burst (turns completed within the deadline per second until the last one came back)
+   and its ratio to capacity (goal ≥ 0.8), and how many were served;
+4. RSS of the whole Ray process tree at the start and at the end.
+
+``--variants normal,slow`` runs the whole measurement once per engine, one after the other, each in its
+own process and Ray (``slow``: the engine slowed — one sequence at a time and 0.1 GiB of KV cache, so
+the calls of concurrent turns queue in the engine instead of sharing its batch; ``fixed-slow``: the same slow engine behind the hand-sized admission the embedded
+profile had, 6 turns + 2 waiting, for contrast), and reports the capacities side by side.
 
 Loopback only; every phase is bounded in time and in count (``--max-requests``).
 Prints a table and writes JSON (``--out``, default ``results/overload.json``).
 
     python scripts/overload.py --pipeline prompting
+    python scripts/overload.py --variants normal,slow --levels 5 --burst 64
 """
 
 from __future__ import annotations
@@ -99,7 +109,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_config(src: Path, work: Path, pipeline: str | None, key_hash: str) -> tuple[Path, dict[str, Any]]:
+#: Engine and admission presets of ``--variant`` (applied to every model of the config).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "normal": {},
+    "slow": {"engine_kwargs": {"max_num_seqs": 1}, "env": {"VLLM_CPU_KVCACHE_SPACE": "0.1"}},
+    "fixed-slow": {"engine_kwargs": {"max_num_seqs": 1}, "env": {"VLLM_CPU_KVCACHE_SPACE": "0.1"},
+                   "ingress": {"max_ongoing_requests": 6, "max_queued_requests": 2, "admission": {"mode": "off"}}},
+}
+
+
+def apply_variant(args: dict[str, Any], variant: str) -> None:
+    """The variant's engine settings on every model, its ingress settings on the ingress."""
+    preset = VARIANTS[variant]
+    for model in args.get("models", {}).values():
+        model["engine_kwargs"] = {**model.get("engine_kwargs", {}), **preset.get("engine_kwargs", {})}
+        model["env"] = {**model.get("env", {}), **preset.get("env", {})}
+    if "ingress" in preset:
+        args["ingress"] = {**args.get("ingress", {}), **preset["ingress"]}
+
+
+def write_config(src: Path, work: Path, pipeline: str | None, key_hash: str,
+                 variant: str = "normal") -> tuple[Path, dict[str, Any]]:
     import yaml
 
     from pipelines.registry import kind_record
@@ -111,6 +141,7 @@ def write_config(src: Path, work: Path, pipeline: str | None, key_hash: str) -> 
     args["store"] = {"kind": "sqlite", "path": str(work / "sessions.db"), "vault_key_file": str(work / "vault.key")}
     args["telemetry"] = {**args.get("telemetry", {}), "jsonl_dir": str(work / "telemetry")}
     args["auth"] = {"enabled": True, "keys": [{"id": "overload", "sha256": key_hash}]}
+    apply_variant(args, variant)
     if pipeline:
         args["pipeline"] = {"kind": pipeline, "turn_deadline_s": args.get("pipeline", {}).get("turn_deadline_s", 60)}
         domains = kind_record(pipeline).domains  # None: any domain
@@ -226,6 +257,17 @@ async def open_loop(clients: Clients, name: str, protocol: str, rate: float, dur
     return phase
 
 
+async def burst(clients: Clients, n: int, deadline_s: float) -> Phase:
+    """``n`` turns at once over HTTP, each a fresh session; the phase lasts until the last completed turn came
+    back (refusals come back at once), so its goodput is what the box served of the burst per second."""
+    phase = Phase(f"burst{n}", "http", None)
+    tag = secrets.token_hex(3)
+    t0 = time.monotonic()
+    await asyncio.gather(*(one(clients, phase, "http", f"burst-{tag}-{i}", deadline_s) for i in range(n)))
+    phase.duration_s = round(max(phase.latencies) / 1000 if phase.latencies else time.monotonic() - t0, 2)
+    return phase
+
+
 def audit(store: Path, phase: Phase) -> None:
     """Completed turns must be stored; refused ones must not be.
 
@@ -263,6 +305,12 @@ async def drive(ns: argparse.Namespace, ep: dict[str, str], key: str, deadline_s
         finish(cap, None)
         capacity = max(cap.goodput_rps, 0.01)
         phases = [cap]
+        if ns.burst:
+            await asyncio.sleep(ns.settle_s)
+            b = await burst(clients, ns.burst, deadline_s)
+            audit(store, b)
+            finish(b, capacity)
+            phases.append(b)
         for level in ns.levels:
             for protocol in ("http", "grpc"):
                 await asyncio.sleep(ns.settle_s)  # let the previous phase drain
@@ -285,33 +333,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle-s", type=float, default=5.0)
     ap.add_argument("--levels", type=float, nargs="+", default=[2.0, 5.0])
     ap.add_argument("--max-requests", type=int, default=400, help="cap per phase")
+    ap.add_argument("--burst", type=int, default=64, help="turns sent at once after the capacity phase (0: none)")
+    ap.add_argument("--variant", choices=sorted(VARIANTS), default="normal", help="the engine / admission preset")
+    ap.add_argument("--variants", default=None,
+                    help="several presets, comma-separated: one whole run each (own process), side by side")
     ap.add_argument("--num-cpus", type=float, default=4)
     ap.add_argument("--out", default=str(REPO / "results" / "overload.json"))
     ns = ap.parse_args(argv)
+    if ns.variants:
+        return run_variants(ns, argv or sys.argv[1:])
 
     from serve.cli import start_app, wait_ready
+    from serve.eval.runner import shm_held_here, shm_names, shutdown_local
 
     key = "ovl-" + secrets.token_urlsafe(16)
     work = Path(tempfile.mkdtemp(prefix="tandem-overload-"))
-    cfg_path, args = write_config(Path(ns.config), work, ns.pipeline, hashlib.sha256(key.encode()).hexdigest())
+    cfg_path, args = write_config(Path(ns.config), work, ns.pipeline, hashlib.sha256(key.encode()).hexdigest(),
+                                  ns.variant)
     deadline_s = float(args.get("pipeline", {}).get("turn_deadline_s", 60))
-    import ray
-    from ray import serve
-
+    shm_before, held = shm_names(), set()
     try:
         ep = start_app(str(cfg_path), num_cpus=ns.num_cpus)
         wait_ready(ep["http"], timeout_s=900)
+        held = shm_held_here()
         rss0 = tree_rss_mb()
         result = asyncio.run(drive(ns, ep, key, deadline_s, work / "sessions.db"))
         rss1 = tree_rss_mb()
     finally:
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
+        shutdown_local(held | shm_held_here(), shm_before)
     phases: list[Phase] = result["phases"]
-    print(f"pipeline={args['pipeline']['kind']}  deadline={deadline_s:g}s  capacity={result['capacity_rps']:.3f} turns/s"
-          f"  RSS start {rss0:.0f} MiB, end {rss1:.0f} MiB")
+    print(f"variant={ns.variant}  pipeline={args['pipeline']['kind']}  deadline={deadline_s:g}s  "
+          f"capacity={result['capacity_rps']:.3f} turns/s  RSS start {rss0:.0f} MiB, end {rss1:.0f} MiB")
     hdr = f"{'phase':<14}{'rate':>7}{'reqs':>6}{'done':>6}{'clean':>7}{'other':>7}{'lost':>6}{'p50 ms':>9}{'p90 ms':>9}{'goodput':>9}{'ratio':>7}"
     print(hdr)
     for p in phases:
@@ -321,8 +373,16 @@ def main(argv: list[str] | None = None) -> int:
         if p.other_error_kinds:
             print(f"{'':<14}other: {p.other_error_kinds}")
     over = [p for p in phases if p.rate_rps]
+    b = next((p for p in phases if p.name.startswith("burst")), None)
     summary = {
+        "variant": ns.variant, "variant_settings": VARIANTS[ns.variant],
         "pipeline": args["pipeline"]["kind"], "deadline_s": deadline_s, "capacity_rps": result["capacity_rps"],
+        "burst": None if b is None else {
+            "turns": b.requests, "completed": b.completed, "completed_in_deadline": b.completed_in_deadline,
+            "clean_refusals": b.clean_refusals, "timeouts_504": b.other_error_kinds.get("http 504", 0),
+            "other_errors": b.other_errors, "only_clean_answers": b.other_errors == 0,
+            "goodput_rps": b.goodput_rps, "goodput_ratio": b.goodput_ratio,
+            "capacity_within_deadline": round(result["capacity_rps"] * deadline_s, 1)},
         "rss_mb": {"start": rss0, "end": rss1},
         "min_goodput_ratio": min((p.goodput_ratio or 0) for p in over) if over else None,
         "other_errors": sum(p.other_errors for p in phases),
@@ -332,9 +392,62 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
+    if summary["burst"] is not None:
+        bs = summary["burst"]
+        print(f"burst of {bs['turns']}: {bs['completed']} answered (200), {bs['clean_refusals']} refused with "
+              f"Retry-After, {bs['timeouts_504']} past the deadline (504), {bs['other_errors']} other; goodput "
+              f"{bs['goodput_rps']:.3f} turns/s = {bs['goodput_ratio']} x capacity")
     print(f"min goodput ratio under overload {summary['min_goodput_ratio']}  other errors {summary['other_errors']}"
           f"  lost stored turns {summary['lost_stored_turns']}  -> {out}")
     return 0
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    """``argv`` without ``flag`` and its value (``--flag v`` or ``--flag=v``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        elif not a.startswith(flag + "="):
+            out.append(a)
+    return out
+
+
+def run_variants(ns: argparse.Namespace, argv: list[str]) -> int:
+    """One whole run per variant, each in its own process (its own Ray), then the results side by side."""
+    import subprocess
+
+    names = [v.strip() for v in ns.variants.split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        print(f"unknown variants {unknown} (known: {', '.join(sorted(VARIANTS))})", file=sys.stderr)
+        return 2
+    base = _without(_without(_without(argv, "--variants"), "--out"), "--variant")
+    out = Path(ns.out)
+    results: dict[str, Any] = {}
+    for name in names:
+        part = out.with_name(f"{out.stem}-{name}{out.suffix}")
+        print(f"== variant {name}", flush=True)
+        rc = subprocess.call([sys.executable, str(Path(__file__).resolve()), *base, "--variant", name,
+                              "--out", str(part)])
+        results[name] = json.loads(part.read_text()) if rc == 0 and part.is_file() else {"error": f"exit {rc}"}
+    normal = (results.get("normal") or {}).get("capacity_rps")
+    doc = {"variants": results,
+           "capacity_over_normal": {n: round(r["capacity_rps"] / normal, 3) if normal and "capacity_rps" in r else None
+                                    for n, r in results.items()}}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2))
+    print(f"{'variant':<12}{'capacity':>10}{'x normal':>10}{'burst 200':>11}{'refused':>9}{'504':>6}{'other':>7}"
+          f"{'burst ratio':>13}{'min ratio':>11}")
+    for n, r in results.items():
+        b = r.get("burst") or {}
+        print(f"{n:<12}{r.get('capacity_rps', 0):>10.3f}{doc['capacity_over_normal'][n] or 0:>10.2f}"
+              f"{b.get('completed', 0):>11}{b.get('clean_refusals', 0):>9}{b.get('timeouts_504', 0):>6}"
+              f"{b.get('other_errors', 0):>7}{b.get('goodput_ratio') or 0:>13.2f}{r.get('min_goodput_ratio') or 0:>11.2f}")
+    print(f"-> {out}")
+    return 0 if all("error" not in r for r in results.values()) else 1
 
 
 if __name__ == "__main__":
