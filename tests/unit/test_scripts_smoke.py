@@ -416,8 +416,10 @@ def test_bench_whatif_times_its_candidates_on_a_logged_run(tmp_path: Path) -> No
     root = logged_run(tmp_path)
     doc = _script("bench_whatif").run(str(root), str(root / "app.yaml"), turns=10, work=tmp_path)
     assert doc["distinct_turns"] == 4 and doc["copies"] == 3 and doc["turns"] == 12
-    noop, w3 = doc["candidates"]["noop"], doc["candidates"]["w3_always"]
-    assert noop["turns"] == w3["turns"] == 12
+    noop, most = doc["candidates"]["noop"], doc["candidates"]["phi_orchestrate"]
+    assert noop["turns"] == most["turns"] == 12
+    # the one catch-all row these sessions read: alex-1's opening greeting, in each of the three copies
+    assert most["changed"] == 3 and most["baseline_sessions"] == 3
     assert noop["changed"] == 0 and noop["baseline_sessions"] == 0  # each session re-decided once
     assert noop["turns_per_min_wall"] > 0 and noop["turns_per_min_cpu"] > 0
     assert noop["model_calls"]["missing"] == 0 and noop["model_calls"]["live"] == 0
