@@ -44,7 +44,9 @@ def test_intent_labels_and_their_tools():
 
 
 def test_a_pack_without_a_hook_gets_the_empty_default():
-    class Bare:
+    from pipelines.domain import PackBase
+
+    class Bare(PackBase):  # PackBase's default evaluation hook: none of its own
         pass
 
     kit = evaluation_of(Bare())
