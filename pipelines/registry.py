@@ -120,6 +120,9 @@ class KindRecord:
     #: Replays one logged turn of the kind against its pack (its events, the pack) → a report with ``identical``,
     #: ``logged`` (the decisions) and ``mismatches``; ``None``: the kind's turns are replayed otherwise.
     replay: Callable[[list[dict[str, Any]], Any], Awaitable[Any]] | None = None
+    #: The decisions of one logged turn of the kind, read off its own events (its events, the step cap) → facts
+    #: the evaluation harness scores; ``None``: the harness reads the turn otherwise.
+    analyse: Callable[[list[dict[str, Any]], int], dict[str, Any]] | None = None
 
 
 def _prompting(s: PromptingConfig, p: Parts) -> Any:
@@ -158,6 +161,12 @@ async def _dr_replay(events: list[dict[str, Any]], pack: Any) -> Any:
     return await replay_turn(events, pack)
 
 
+def _dr_analyse(events: list[dict[str, Any]], max_steps: int) -> dict[str, Any]:
+    from pipelines.annex.dr.analysis import turn_facts
+
+    return turn_facts(events, max_steps)
+
+
 def _sgc(s: SgcConfig, p: Parts) -> Any:
     from pipelines.annex.sgc_ladder import SgcSettings, build_sgc_pipeline
 
@@ -176,7 +185,7 @@ def _tandem(s: TandemSettings, p: Parts) -> Any:
 
 KINDS: dict[str, KindRecord] = {
     "tandem": KindRecord("tandem", None, ("tools", "guardrails", "rule_kernels"), _tandem),
-    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr, replay=_dr_replay),
+    "dr": KindRecord("dr", ("support",), ("tools", "guardrails"), _dr, replay=_dr_replay, analyse=_dr_analyse),
     "monolithic": KindRecord("monolithic", ("support",), ("tools", "guardrails"), _monolithic),
     "prompting": KindRecord("prompting", None, (), _prompting),
     "pe_agent": KindRecord("pe_agent", ("coach",), ("tools",), _sgc),

@@ -89,45 +89,18 @@ def _empty_facts() -> dict[str, Any]:
 
 def analyse_dr(sse: Sequence[Event], log: Sequence[Event], max_steps: int,
                lookups: Collection[str] = ()) -> dict[str, Any]:
-    """The facts of one ``dr`` turn, from its SSE events and its dr.* events (``lookups``: the pack's)."""
-    steps = sorted((e for e in log if e["kind"] == "dr.step"), key=lambda e: e["step"])
-    routes = [e for e in log if e["kind"] == "dr.route"]
-    outcome = next((e for e in log if e["kind"] == "dr.outcome"), {})
-    start = next((e for e in log if e["kind"] == "dr.start"), {})
-    fallbacks = Counter(e["trigger"] for e in log if e["kind"] == "dr.fallback")
-    decisions = [(s["decision"] or {}).get("decision") if s["decision"] else None for s in steps]
-    route = routes[0]["route"] if routes else None
-    terminal_by = None
-    if route in TERMINAL_ROUTES:
-        terminal_by = "route"
-    elif steps and steps[-1]["decision"] and decisions[-1] in TERMINAL_DECISIONS and len(steps) <= max_steps:
-        terminal_by = "model"
-    first = steps[0] if steps else None
-    return {
-        **_client_facts(sse),
-        "route": route,
-        "path": outcome.get("path"),
-        "card_id": outcome.get("card_id"),
-        "card_params": outcome.get("card_params") or {},
-        "executed": outcome.get("executed"),
-        "escalation_reason": outcome.get("escalation_reason"),
-        "authenticated_user_id": ((outcome.get("facts") or {}).get("authenticated_user_id")),
-        "terminal": terminal_by is not None,
-        "terminal_by": terminal_by,
-        "steps": len(steps),
-        "decisions": decisions,
-        "first_decision": (first["decision"] if first else None),
-        "first_raw": (first["raw"] if first else None),
-        "parse_failures": sum(1 for s in steps if s["decision"] is None),
-        "fallbacks": dict(fallbacks),
-        "lookups": sorted(lookups),
-        "user_text_redacted": start.get("user_text", ""),
-        "tools": [{"tool": e["tool"], "args": e["args"], "ok": e["result"]["observation"]["ok"],
-                   "confirmed": e.get("confirmed", False)} for e in log if e["kind"] == "dr.tool"],
-        "guards": [{"stage": e.get("stage"), "decision": e.get("decision"),
-                    "violation": e.get("violation") or ",".join(e.get("kinds") or []), "source": e.get("source")}
-                   for e in log if e["kind"] == "dr.guard" and e.get("decision") != "pass"],
-    }
+    """The facts of one ``dr`` turn: its SSE events, and what the kind reads off its own events
+    (``KindRecord.analyse``; ``lookups``: the pack's)."""
+    return _kind_facts("dr", sse, log, max_steps, lookups)
+
+
+def _kind_facts(kind: str, sse: Sequence[Event], log: Sequence[Event], max_steps: int,
+                lookups: Collection[str]) -> dict[str, Any]:
+    from pipelines.registry import kind_record
+
+    analyse = kind_record(kind).analyse
+    assert analyse is not None, f"the {kind} kind reads no decisions off its events"
+    return {**_client_facts(sse), **analyse(list(log), max_steps), "lookups": sorted(lookups)}
 
 
 analyse = analyse_dr  # the name scripts/bench_dr.py has always used
