@@ -8,7 +8,8 @@
                    ``changes`` (per turn: the redacted text, both decisions of each changed kind, the rule or
                    row responsible), ``not_reproduced`` (turns whose baseline re-run differs from the log),
                    ``model_calls`` (where the candidate's model outputs came from), ``skipped`` sessions
-    responsible    the Φ row hit on each side, the Ψ rules fired, the tiers, the W3 table, the guard rules
+    responsible    the Φ row hit on each side, the Ψ rules fired or edited, the tiers, the W3 table (each when
+                   the candidate changed that table), the guard rules and gate refusals
     Gate           ``--fail-on card,escalation>2,gate>5%``: a kind (or ``refused`` / ``escalated`` / ``any``)
                    and a bound; :func:`tripped` names the gates a report crosses
 """
@@ -109,10 +110,11 @@ def responsible(kinds: Sequence[str], before: Mapping[str, Any], after: Mapping[
                 out.append(f"Φ {a.get('intent')}/{a.get('sub_intent')}: {rb} ({base.phi.version}) → {ra} "
                            f"({cand.phi.version})")
     pb, pa = before.get("paragraphs") or {}, after.get("paragraphs") or {}
-    if "paragraphs" in kinds and pb.get("psi_fired") != pa.get("psi_fired"):
+    psi_moved = "paragraphs" in kinds and base.psi != cand.psi  # else the plan follows from other decisions
+    if psi_moved and pb.get("psi_fired") != pa.get("psi_fired"):
         out.append(f"Ψ rules fired ({base.psi.version} → {cand.psi.version}): "
                    f"{_set_diff(pb.get('psi_fired') or [], pa.get('psi_fired') or [])}")
-    if "paragraphs" in kinds:
+    if psi_moved:
         old, new = {r.id: r for r in base.psi.rules}, {r.id: r for r in cand.psi.rules}
         edited = sorted(i for i in set(pb.get("psi_fired") or []) | set(pa.get("psi_fired") or [])
                         if i in old and i in new and old[i] != new[i])
@@ -120,9 +122,9 @@ def responsible(kinds: Sequence[str], before: Mapping[str, Any], after: Mapping[
             out.append(f"Ψ rule(s) {', '.join(edited)} changed ({base.psi.version} → {cand.psi.version})")
     tiers = [f"{c.get('kind')} {c.get('tier')} → {d.get('tier')}" for c, d in
              zip(pb.get("conflicts") or [], pa.get("conflicts") or [], strict=False) if c.get("tier") != d.get("tier")]
-    if "paragraphs" in kinds and tiers:
+    if "paragraphs" in kinds and tiers and base.tiers != cand.tiers:
         out.append(f"tiers ({base.tiers.version} → {cand.tiers.version}): {', '.join(tiers)}")
-    if "guidance" in kinds:
+    if "guidance" in kinds and base.w3 != cand.w3:
         gb, ga = before.get("guidance") or {}, after.get("guidance") or {}
         out.append(f"W3 {gb.get('table_version')} → {ga.get('table_version')}: pick {gb.get('pick')} → {ga.get('pick')}")
     if "guard" in kinds:

@@ -188,13 +188,14 @@ async def what_if(sessions: Sequence[LoggedSession], base: Setup, cand: Setup, *
             report.newly_escalated += escalated
             sources = _sources([c])
             rules = responsible(kinds, b.decisions, c.decisions, base.tables, cand.tables)
+            if not rules:  # no table row or rule names it: the candidate's other changes (a pack, a model…)
+                rules += cand.facets
             if earlier is not None:
                 rules.append(f"turn {earlier} of the session changed before it (its history differs)")
             if sources["live"]:
                 rules.append(f"{sources['live']} model call(s) re-run live ({', '.join(cand.live_roles) or 'changed'})")
             if sources["estimated"]:
                 rules.append(f"{sources['estimated']} model call(s) with a changed input took the logged output")
-            rules += [f for f in cand.facets if f not in rules]
             if keep is None or len(report.changes) < keep:
                 report.changes.append(Change(
                     session_id=session.session_id, turn_id=turn.turn_id, turn=turn.index, text=c.text or b.text,
