@@ -261,3 +261,70 @@ def test_rerun_changed_sends_exactly_the_changed_calls_to_the_live_client(sessio
     assert rerun.model_calls["live"] == len(live.calls) > 0
     # the calls the candidate left as they were still come from the log: s1's opening, all of s2
     assert rerun.model_calls["logged"] >= 4 and all(c.turn > 0 for c in rerun.changes if c.model_calls["live"])
+
+
+# -- the playback's edges ------------------------------------------------------------------------------------
+
+
+def test_a_read_the_log_never_saw_fails_as_a_tool_error_and_is_noted(sessions):
+    # the verified cancellation now reads the user's record instead of the order: no turn logged that read
+    rules = with_row("cancel", "order", ["user_id", "order_id"],
+                     tools=[{"tool": "get_user_details", "args_from": {"user_id": "user_id"}}])
+    rep = run(sessions, side("candidate", rules))
+    c = next(c for c in rep.changes if (c.session_id, c.turn) == ("s1", 2))
+    assert "phi" in c.kinds and any("no logged observation of get_user_details" in n for n in c.notes)
+
+
+def test_the_session_play_finds_a_read_of_an_earlier_turn_but_a_write_only_in_its_own():
+    from pipelines.core.whatif import SessionPlay
+
+    read = {"kind": "tandem.tool", "tool": "get_order_details", "args": {"order_id": "#W1"}, "ok": True,
+            "result": {"status": "pending"}, "confirmed": False}
+    write = {**read, "tool": "cancel_pending_order", "confirmed": True}
+    first = LoggedTurn(turn_id="a", index=0, text="x", events=[read, write])
+    second = LoggedTurn(turn_id="b", index=1, text="y", events=[])
+    play = SessionPlay(LoggedSession(session_id="s", turns=[first, second]))
+    play.begin(second)
+    assert play.take_tool("get_order_details", {"order_id": "#W1"}, confirmed=False) == (read, 0)
+    assert play.take_tool("get_order_details", {"order_id": "#W2"}, confirmed=False) is None
+    assert play.take_tool("cancel_pending_order", {"order_id": "#W1"}, confirmed=True) is None
+    play.begin(first)
+    assert play.take_tool("cancel_pending_order", {"order_id": "#W1"}, confirmed=True) == (write, 0)
+    assert play.take_tool("cancel_pending_order", {"order_id": "#W1"}, confirmed=True) is None  # used once
+
+
+def test_a_logged_model_failure_is_played_back_and_a_call_with_no_log_is_missing():
+    from pipelines.core.modelrecord import call_key
+    from pipelines.core.whatif import PlaybackModels, SessionPlay
+    from pipelines.core.whatif.playback import playing
+    from pipelines.errors import ModelUnavailable
+    from pipelines.protocols import ChatMessage, ModelCall
+
+    call = ModelCall(messages=[ChatMessage(role="user", content="hi")])
+    failed = {"kind": "model.call", "role": "generator", "key": call_key("generator", call), "slot": "x",
+              "text": "Half a sen", "picks": {}, "done": False, "error": "model_unavailable"}
+    turn = LoggedTurn(turn_id="t", index=0, text="hi", events=[failed])
+
+    async def go() -> list[str]:
+        got: list[str] = []
+        with playing(SessionPlay(LoggedSession(session_id="s", turns=[turn]))) as p:
+            p.begin(turn)
+            with pytest.raises(ModelUnavailable, match="logged generator failure"):
+                async for d in PlaybackModels().stream("generator", call):
+                    got.append(d)
+            with pytest.raises(ModelUnavailable, match="no logged output"):
+                async for _ in PlaybackModels().stream("generator", call):
+                    pass
+            assert [c["source"] for c in p.calls] == ["logged", "missing"]
+        return got
+
+    assert asyncio.run(go()) == ["Half a sen"]
+
+
+def test_sessions_another_kind_ran_or_with_a_turn_not_logged_are_not_replayable(sessions):
+    other = sessions[1].model_copy(deep=True)
+    other.turns[0].events[0]["pipeline"] = "dr"
+    assert "ran the 'dr' pipeline" in (replayable(other) or "")
+    empty = sessions[1].model_copy(deep=True)
+    empty.turns[1].events = []
+    assert "has no logged events" in (replayable(empty) or "")

@@ -195,3 +195,30 @@ def test_the_pages_escape_what_they_show() -> None:
     page, md = html(rep.model_dump(mode="json")), markdown(rep.model_dump(mode="json"))
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "| clarify | — | which one: a \\| b? |" in md
+
+
+def test_every_decision_kind_reads_in_one_line() -> None:
+    assert brief("offer", [{"step": 1, "tools": [], "cards": ["card.x"], "clarify": [], "select": ["#W1", "#W2"],
+                            "candidates": {"card.x.order_id": ["#W1"]}}]) == \
+        'step 1: tools [] cards [\'card.x\'] clarify [] select [\'#W1\', \'#W2\'] candidates {"card.x.order_id": ["#W1"]}'
+    assert brief("action", [{"step": 1, "decision": {"decision": "respond"}, "error": None},
+                            {"step": 2, "repeat_read": "get_order_details"}]) == \
+        'step 1: {"decision": "respond"}; step 2: repeat get_order_details'
+    assert brief("path", {"path": "fallback", "fallback": "model_timeout", "status": "fallback", "error": None}) == \
+        "fallback fallback model_timeout fallback"
+    assert brief("guard", {"pre": {"blocked": True, "route": None, "hits": ["inj.x:block"]},
+                           "routes": [{"route": "fallback", "reason": "guardrail_block"}],
+                           "mid": [{"decision": "block", "violation": "unrequested_card"}]}) == \
+        "blocked; rules inj.x:block; fallback (guardrail_block); mid block unrequested_card"
+    assert brief("gate", [{"stage": "post", "kinds": ["unobserved_id"]}]) == "post: unobserved_id"
+    assert brief("guidance", {"pick": "tip:x", "table_version": "w3-1"}) == "tip:x (w3-1)"
+    assert brief("paragraphs", {"conflicts": [{"kind": "action_refused", "tier": "hard"}], "plan": ["apology"],
+                                "psi_fired": ["a"]}) == "plan apology; conflicts action_refused:hard; Ψ a"
+    assert brief("escalation", "user_requested_human") == '"user_requested_human"'
+
+
+def test_no_role_to_rerun_needs_no_engine() -> None:
+    from serve.whatif_models import live_models
+
+    with live_models(None, {}) as live:
+        assert live is None
