@@ -244,7 +244,7 @@ def _side(label: str, settings: Any, domain: str, rules: Any, guard: Any, **extr
                                               kernels=kern, counters=Counters()))
 
     return Setup(label=label, build=build, guardrails=LocalGuardrails(guard), kernels=kernels, tables=tables,
-                 history_turns=max(settings.max_history_turns, 1), **extra)
+                 history_turns=max(settings.max_history_turns, 1), deadline_s=settings.turn_deadline_s, **extra)
 
 
 def build_sides(ns: argparse.Namespace, entry: Any, live: Any = None) -> tuple[Any, Any, dict[str, Any]]:

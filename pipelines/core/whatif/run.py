@@ -65,6 +65,7 @@ class Setup:
     prefix: str = "tandem"
     facets: list[str] = field(default_factory=list)
     history_turns: int = 20
+    deadline_s: float = 60.0
 
     def pipeline(self) -> Any:
         models = PlaybackModels(self.live, live_roles=self.live_roles, rerun_changed=self.rerun_changed)
@@ -87,7 +88,8 @@ class TurnRun:
 async def rerun_session(session: LoggedSession, setup: Setup, pipeline: Any) -> list[TurnRun]:
     """The session's turns re-decided in order on ``pipeline`` (built by ``setup``) over the playback ports."""
     sink, store = ListSink(), MemoryTurns()
-    runner = TurnRunner(pipeline, store, sink=sink, max_history_turns=setup.history_turns)
+    runner = TurnRunner(pipeline, store, sink=sink, max_history_turns=setup.history_turns,
+                        deadline_s=setup.deadline_s)
     out: list[TurnRun] = []
     with playing(SessionPlay(session, prefix=setup.prefix)) as play:
         for turn in session.turns:
