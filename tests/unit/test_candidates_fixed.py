@@ -115,7 +115,7 @@ def test_every_kind_the_user_typed():
     assert extract_user_candidates(TEXT) == {
         "email": ["[EMAIL_1]"],
         "order_id": ["#W2378156"],
-        "item_id": ["1008292230"], "product_id": ["1008292230"],
+        "item_id": ["1008292230"], "product_id": ["1008292230"], "new_item_id": ["1008292230"],
         "zip": ["19122"], "address_zip": ["19122"],
         "first_name": ["Yusuf"], "last_name": ["Rossi"],
         "address1": ["[ADDRESS_1]"],

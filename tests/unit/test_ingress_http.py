@@ -176,7 +176,7 @@ def test_the_turn_body_schema_is_in_the_openapi_document(tmp_path: Path) -> None
         doc = _call(h, "GET", "/openapi.json", headers=auth("alice")).json()
     op = doc["paths"]["/v1/sessions/{session_id}/turns"]["post"]
     schema = op["requestBody"]["content"]["application/json"]["schema"]
-    assert schema["required"] == ["text"] and set(schema["properties"]) == {"text", "locale", "user_id"}
+    assert schema["required"] == ["text"] and set(schema["properties"]) == {"text", "locale", "user_id", "perception"}
     assert schema["additionalProperties"] is False
     assert {"400", "401", "404", "409", "413", "422", "429", "503", "504"} <= set(op["responses"])
     assert any(p["name"] == "Idempotency-Key" for p in op["parameters"])
