@@ -505,31 +505,32 @@ def price_wanted(texts: Iterable[str]) -> tuple[int, bool] | None:
 _ONE_STEP = re.compile(r"\b(?:one|a|single) (?:size|step|notch|level)\b|\bslightly\b|\ba (?:bit|little)\b", re.I)
 
 
-def _distance(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tuple[tuple[str, ...], int]]) -> float:
-    """How far ``variant`` moves from the held item along the options the comparatives are about (a comparative
-    without an amount asks for the nearest option in its direction)."""
+def _steps(held: Mapping[str, Any], variant: Mapping[str, Any],
+           comps: list[tuple[tuple[str, ...], int]]) -> list[tuple[float | None, int]]:
+    """Per comparative (the options it is about, its direction): how far ``variant`` lies from the held item on
+    the first of those options both have (``None``: no ordered option of this product), with the direction."""
     h_opts = {normalize_value(k): x for k, x in (held.get("options") or {}).items()}
     v_opts = {normalize_value(k): x for k, x in (variant.get("options") or {}).items()}
-    total = 0.0
-    for names, _ in comps:
+    out: list[tuple[float | None, int]] = []
+    for names, d in comps:
         key = next((k for n in names for k in h_opts if k in v_opts and (
             k == n or k.endswith(" " + n) or (n.startswith("~") and k.startswith(n[1:])))), None)
-        step = rank_step(h_opts[key], v_opts[key]) if key else None
-        total += abs(step) if step is not None else 0.0
-    return total
+        out.append((rank_step(h_opts[key], v_opts[key]) if key else None, d))
+    return out
+
+
+def _distance(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tuple[tuple[str, ...], int]]) -> float:
+    """How far ``variant`` moves from the held item along the options the comparatives are about (a comparative
+    of one step asks for the nearest option in its direction)."""
+    return sum(abs(step) for step, _ in _steps(held, variant, comps) if step is not None)
 
 
 def _moves(held: Mapping[str, Any], variant: Mapping[str, Any], comps: list[tuple[tuple[str, ...], int]],
            price: tuple[int, bool] | None) -> int | None:
     """How many of the user's comparatives ``variant`` satisfies against the held one; None when it goes against
     one (a smaller bottle for "bigger"; the same price for "cheaper")."""
-    h_opts = {normalize_value(k): x for k, x in (held.get("options") or {}).items()}
-    v_opts = {normalize_value(k): x for k, x in (variant.get("options") or {}).items()}
     moved = 0
-    for names, d in comps:
-        key = next((k for n in names for k in h_opts if k in v_opts and (
-            k == n or k.endswith(" " + n) or (n.startswith("~") and k.startswith(n[1:])))), None)
-        step = rank_step(h_opts[key], v_opts[key]) if key else None
+    for step, d in _steps(held, variant, comps):
         if step is None:
             continue  # the comparative is about no ordered option of this product
         if step * d <= 0:
