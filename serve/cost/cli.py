@@ -94,7 +94,10 @@ def measure_app(http: str, label: str, workload: Any, ns: argparse.Namespace, *,
     load = []
     for users in levels:
         if reset is not None:
-            reset()
+            try:  # the world back to its seed for every level; a kind without tools has none to reset
+                reset()
+            except Exception as exc:  # best effort: the level runs on the world as it is
+                print(f"[{label}] world not reset: {type(exc).__name__}", flush=True)
         print(f"[{label}] {users} users, {ns.load_turns or ns.turns} turns ...", flush=True)
         load.append(play_load(http, workload, users=users, requests=ns.load_turns or ns.turns,
                               slo=slo, timeout_s=ns.timeout_s, tag=label, seed=ns.seed, api_key=ns.api_key))
@@ -132,8 +135,19 @@ def _apps(ns: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     return apps
 
 
+def _write(out: Path, kinds: dict[str, Any], rows: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
+    """``cost.json``, ``turns.jsonl`` and the plot of what was measured so far (after every kind)."""
+    doc = build_doc(kinds, run)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cost.json").write_text(json.dumps(doc, indent=2, default=str))
+    (out / "turns.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    if kinds:
+        plot_goodput(out / "goodput.png", doc)
+    return doc
+
+
 def _local_run(ns: argparse.Namespace, workload: Any, pricing: dict[str, Any], usd: float | None,
-               run: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+               run: dict[str, Any], out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     import yaml
 
     from pipelines.registry import kind_record
@@ -161,10 +175,15 @@ def _local_run(ns: argparse.Namespace, workload: Any, pricing: dict[str, Any], u
             try:
                 kinds[label], got = measure_app(apps.http, label, workload, ns, pricing=pricing, gpu_hour_usd=usd,
                                                 reset=apps.reset_world)
+            except Exception as exc:  # the run goes on with the next kind; the failure is recorded
+                run["apps"][-1]["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                print(f"[{label}] failed: {run['apps'][-1]['error']}", file=sys.stderr, flush=True)
+                got = []
             finally:
                 apps.delete()
             run["apps"][-1]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
             rows += got
+            _write(out, kinds, rows, run)  # a later kind that fails loses nothing measured before it
     finally:
         run["shm_files_removed"] = apps.stop()
         if ns.workdir is None:
@@ -201,14 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         kinds = {kind: entry}
         run["apps"].append({"label": kind, "kind": kind, "http": ns.http})
     else:
-        kinds, rows = _local_run(ns, workload, pricing, usd, run)
+        kinds, rows = _local_run(ns, workload, pricing, usd, run, out)
     run["wall_s"] = round(time.monotonic() - t0, 1)
-    doc = build_doc(kinds, run)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cost.json").write_text(json.dumps(doc, indent=2, default=str))
-    (out / "turns.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
-    if kinds:
-        plot_goodput(out / "goodput.png", doc)
+    doc = _write(out, kinds, rows, run)
     print(format_table(doc))
     print(f"-> {out / 'cost.json'}")
     return 0 if kinds else 1

@@ -166,3 +166,16 @@ def test_a_price_for_a_role_that_does_not_exist_is_refused() -> None:
     with pytest.raises(ValidationError):
         CostConfig.model_validate({"pricing": {"generator": {"decode_gpu_s_per_token": -1}}})
     assert CostConfig.model_validate({}).pricing == {}
+
+
+def test_what_was_measured_is_written_after_every_kind(tmp_path: Path) -> None:
+    from serve.cost.cli import _write
+
+    k = summarize_kind([_rec(_block(None, (100, 0, 50, 700.0)))], [], users=4,
+                       alone={"users": 1, "turns_per_s": 1.0, "goodput_rps": 1.0, "goodput_fraction": 1.0},
+                       pricing=PRICING)
+    doc = _write(tmp_path / "out", {"prompting": k}, [{"kind": "prompting", "status": "ok"}],
+                 {"slo": {"ttft_ms": 1000, "e2e_ms": 15000}})
+    assert json.loads((tmp_path / "out" / "cost.json").read_text())["pipelines"]["prompting"]["turns"] == 1
+    assert (tmp_path / "out" / "turns.jsonl").read_text().count("\n") == 1
+    assert (tmp_path / "out" / "goodput.png").is_file() and doc["ratios"] == {}
