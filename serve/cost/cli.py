@@ -174,7 +174,7 @@ def _local_run(ns: argparse.Namespace, workload: Any, pricing: dict[str, Any], u
                                 "loadavg_before": [round(x, 2) for x in os.getloadavg()]})
             try:
                 kinds[label], got = measure_app(apps.http, label, workload, ns, pricing=pricing, gpu_hour_usd=usd,
-                                                reset=apps.reset_world)
+                                                reset=apps.reset_world if "tools" in rec.deployments else None)
             except Exception as exc:  # the run goes on with the next kind; the failure is recorded
                 run["apps"][-1]["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 print(f"[{label}] failed: {run['apps'][-1]['error']}", file=sys.stderr, flush=True)
