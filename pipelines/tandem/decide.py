@@ -49,7 +49,7 @@ from .settings import TandemSettings
 from .state import META_KEY, TandemState
 
 __all__ = ["perceive_and_decide", "slot_call", "refill", "w1_config", "allowed_labels", "carried_request",
-           "oracle_labels"]
+           "oracle_labels", "last_question"]
 
 
 def w1_config(s: TandemSettings) -> W1Config:
@@ -89,6 +89,12 @@ def carried_request(domain: Domain, history: Sequence[Any]) -> tuple[str, str] |
     return str(intent), str(sub) if sub in domain.labels[intent] else str(domain.labels[intent][0])
 
 
+def last_question(history: Sequence[Any]) -> str | None:
+    """The question the last recorded turn asked (its clarify), if it asked one."""
+    m = history[-1].meta.get(META_KEY) if history and isinstance(history[-1].meta, dict) else None
+    return str(m["question"]) if isinstance(m, dict) and m.get("path") == "clarify" and m.get("question") else None
+
+
 def oracle_labels(domain: Domain, settings: TandemSettings, request: Any) -> tuple[str, str] | None:
     """The intent and sub-intent a request carries (``perception``), when the app takes them
     (``oracle_perception``) and the pack has them; ``None`` otherwise (the model perceives)."""
@@ -101,15 +107,20 @@ def oracle_labels(domain: Domain, settings: TandemSettings, request: Any) -> tup
     return given.intent, given.sub_intent
 
 
-def allowed_labels(domain: Domain, user_text: str, carried: tuple[str, str] | None = None) -> dict[str, list[str]]:
+def allowed_labels(domain: Domain, user_text: str, carried: tuple[str, str] | None = None,
+                   question: str | None = None) -> dict[str, list[str]]:
     """The pack's labels, narrowed to the intents (and sub-intents) the request's explicit cues allow.
 
     A text that answers a clarify of a change request (``carried``) with no cue of its own, or with cues
     that include that request ("change it to the clicky one" answering which option of an exchange), is
     read as that request going on: the labels are narrowed to it. Cues of other requests only ("actually,
-    return it instead") leave the request behind.
+    return it instead") leave the request behind — but not the cues the question asked (``question``) fires
+    itself: "my PayPal payment method" answering "which of your payment methods?" echoes the question.
     """
     prior = domain.intent_prior(user_text)
+    if prior and carried is not None and question:
+        echoed = set(domain.intent_prior(question) or ())
+        prior = [i for i in prior if i not in echoed or i == carried[0]] or None
     labels = {i: list(subs) for i, subs in domain.labels.items()}
     if carried is not None and (not prior or carried[0] in prior):
         return {carried[0]: [carried[1]]}
@@ -209,7 +220,7 @@ async def perceive_and_decide(st: TandemState, domain: Domain, models: ModelClie
     carried = carried_request(d, st.ctx.history)
     if carried is not None:
         st.meta["carried"] = {"intent": carried[0], "sub_intent": carried[1]}
-    labels = allowed_labels(d, facts.user_text, carried)
+    labels = allowed_labels(d, facts.user_text, carried, last_question(st.ctx.history) if carried else None)
     given = oracle_labels(d, s, st.ctx.request)
     if given is not None:  # evaluation only: the request's own labels, the mechanisms after them measured apart
         labels = {given[0]: [given[1]]}

@@ -132,7 +132,7 @@ async def respond(st: TandemState, domain: Domain, models: ModelClient, guardrai
             gate.add_trusted(contract.c3["text"])
             yield says(contract.c3["text"])
     close(st, gate, contract, card_id=card_sent)
-    st.meta.update(state=facts.state, path=outcome.path, card_id=card_sent,
+    st.meta.update(state=facts.state, path=outcome.path, card_id=card_sent, question=outcome.clarify_question,
                    executed=outcome.executed.card_id if outcome.executed else None,
                    fallback=outcome.fallback.model_dump() if outcome.fallback else None,
                    escalation=outcome.escalation_reason, steps=outcome.steps, withheld=gate.withheld,

@@ -324,3 +324,23 @@ def test_a_question_phi_interrupted_goes_on_only_after_a_clarify_the_pack_lists(
     assert carried_request(Pack(), [turn(None)]) is None  # the model's own clarify
     Pack.carried_clarifies = frozenset()
     assert carried_request(Pack(), [turn("clarify:identity")]) is None
+
+
+def test_an_answer_that_echoes_the_words_of_the_question_goes_on_with_the_request() -> None:
+    d = load_domain("support")
+    question = "Which of your payment methods should I use?"
+    answer = "the payment method I paid with, please"
+    assert allowed_labels(d, answer, ("exchange", "items"), question) == {"exchange": ["items"]}
+    # without the question, "payment method" cues a question about the account: the request would be left
+    assert "exchange" not in allowed_labels(d, answer, ("exchange", "items"))
+    # a cue of another change that the question did not ask still leaves the request behind
+    assert "cancel" in allowed_labels(d, "actually, cancel the whole order", ("exchange", "items"), question)
+
+
+def test_the_turn_records_the_question_it_asked_and_the_next_turn_reads_it() -> None:
+    h = TandemHarness()
+    h.turn(f"Cancel order {OID} now.", orch=[w1("cancel", "order", "Let me check that.")])
+    from pipelines.tandem.decide import last_question
+
+    assert h.meta["question"].startswith("To get started, could you share the email address")
+    assert last_question(h.store.records("s1")) == h.meta["question"]
