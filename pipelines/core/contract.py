@@ -120,6 +120,8 @@ class PendingCard(_Contract):
     turn_id: str = Field("", description="The turn that showed the card (part of the write's idempotency key).")
     digest: str = Field("", description="The call as the tool port gets it (ports.call_digest of the tool and the "
                                         "resolved arguments): the port runs the write only as this call.")
+    labels: list[str] = Field(default_factory=list, description="The intent and sub-intent the card was offered "
+                              "for: a no carries that request on to the user's correction.")
 
 
 class EligibleAction(_Contract):

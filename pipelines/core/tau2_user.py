@@ -494,7 +494,8 @@ class InstructedUser(TaskUser):
         words = [set(_WORDS.findall(o.lower())) - _STOP for o in options]
         telling = set().union(*words) - set.intersection(*words)  # what tells the choices apart
         best, score = None, 0
-        for s in self._unsaid([*self.instructions.sentences, *self.instructions.known]):
+        pool = [*self.instructions.sentences, *self.instructions.known]
+        for s in [*self._unsaid(pool), *pool]:  # a sentence not said yet first; one said before if none tells
             n = len(telling & set(_WORDS.findall(s.lower())))
             if n > score:
                 best, score = s, n

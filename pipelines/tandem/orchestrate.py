@@ -245,7 +245,7 @@ class Orchestrator:
         pending = {"card_id": card.id, "title": card.title, "tool": card.tool, "args": args,
                    "digests": {p: self.vault.digest(p) or "" for p in pids}, "turn_id": self.turn_id,
                    # the call as the port will get it: it runs the write only if the yes is to this very call
-                   "digest": call_digest(card.tool, self.vault.resolve(args))}
+                   "digest": call_digest(card.tool, self.vault.resolve(args)), "labels": [intent, sub_intent]}
         self.facts.state = {**self.facts.state, "pending": pending}
         return Outcome(path="action_card", card_id=card.id, card_title=card.title, card_params=args)
 

@@ -71,6 +71,8 @@ async def route(st: TandemState) -> Outcome | None:
             del declined[:-20]
             facts.state = {**facts.state, "pending": None}
             st.intent, st.sub_intent = "declined", "pending"
+            if len(pending.get("labels") or []) == 2:  # the correction that follows goes on with the same request
+                st.meta["c1"] = {"intent": pending["labels"][0], "sub_intent": pending["labels"][1]}
             return declined_outcome(st.orch.domain, st.meta.setdefault("asked", []))  # never the same card again: what should change?
         if pending:
             st.emit("tandem.route", route="drop_pending", reason_code="not_confirmed", rule=pending["card_id"])

@@ -601,3 +601,19 @@ def test_a_refusal_the_user_can_mend_by_another_payment_method_asks_for_it():
     line = pack.refusal_line({"entity": "#W1", "reason": "order_not_pending"}, "Cancel order", contract)
     assert line == ("I can't cancel order for order #W1: only a pending order can be changed or cancelled, and "
                     "this one is delivered.")
+
+
+def test_a_stated_order_of_preference_breaks_a_tie():
+    from pipelines.domains.support.candidates import preferred
+
+    lamps = {"v_ac": {"options": {"power": "AC adapter", "brightness": "low"}, "available": True},
+             "v_bat": {"options": {"power": "battery", "brightness": "low"}, "available": True},
+             "v_usb": {"options": {"power": "USB", "brightness": "low"}, "available": True}}
+    assert preferred(lamps, ["v_ac", "v_bat"], ["something dim; ideally battery, otherwise AC adapter"]) == ["v_bat"]
+    assert preferred(lamps, ["v_ac", "v_usb"], ["I prefer USB over AC adapter"]) == ["v_usb"]
+    assert preferred(lamps, ["v_ac", "v_bat"], ["I prefer something cheap"]) == []  # names neither: no order
+    assert preferred(lamps, ["v_ac", "v_bat"], ["battery or AC adapter, whichever"]) == []  # no preference stated
+    held = {**lamps, "held": {"options": {"power": "USB", "brightness": "high"}, "available": True}}
+    # battery and AC adapter are both named beside "low" (the USB one keeps the held power): the order decides
+    assert described_variants(held, ["held"], ["a dimmer lamp, low brightness; ideally battery over AC adapter"]) \
+        == ["v_bat"]

@@ -121,3 +121,15 @@ def test_a_request_the_words_left_open_is_settled_by_the_order_s_state():
     h2.turn("please return the office chair of order #W1000001", orch=[w1("return", "items"), j(decision="respond")],
             gen=["Let me check."])
     assert not [f for k, f in h2.sink.events if k == "tandem.settle"]
+
+
+def test_the_correction_after_a_no_goes_on_with_the_refused_request():
+    from pipelines.tandem.decide import carried_request
+
+    h = _verified()
+    card = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"})
+    h.turn("Please cancel order #W1000001, I no longer need it", orch=[w1("cancel", "order"), card])
+    assert h.meta["state"]["pending"]["labels"] == ["cancel", "order"]
+    h.turn("no")
+    assert h.meta["c1"] == {"intent": "cancel", "sub_intent": "order"}
+    assert carried_request(h.domain, h.store.records("s1")) == ("cancel", "order")

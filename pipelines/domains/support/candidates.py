@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.grounding import appears_in, mention_end, normalize_value
@@ -619,6 +619,32 @@ def _value_heads(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
+#: A stated order of preference: "prefer A > B > C", "A over B", "A rather than B", "A, otherwise B".
+_PREFERENCE = re.compile(r"\b(?:prefer(?:s|red|ably)?|preference(?: is)?|rather|ideally)\b[^.;!?]*", re.I)
+_BEFORE = re.compile(r"\s*(?:>|\bover\b|\brather than\b|\bthen\b|\botherwise\b|\bor else\b|\bbefore\b)\s*", re.I)
+
+
+def preferred(variants: Mapping[str, Mapping[str, Any]], tied: Sequence[str], texts: Iterable[str]) -> list[str]:
+    """Among ``tied`` variants, the one whose own option value comes first in an order of preference the user
+    stated ("prefer AC adapter > battery > USB"); empty when no stated order tells them apart."""
+    for text in reversed(list(texts)):
+        for m in _PREFERENCE.finditer(text):
+            ranked = [normalize_value(p) for p in _BEFORE.split(m.group(0)) if p.strip()]
+            if len(ranked) < 2:
+                continue
+
+            def place(vid: str, ranked: list[str] = ranked) -> int:
+                values = [normalize_value(v) for v in (variants[vid].get("options") or {}).values()]
+                hits = [i for i, part in enumerate(ranked) if any(mention_end(v, part) is not None for v in values)]
+                return min(hits) if hits else len(ranked)
+
+            places = {vid: place(vid) for vid in tied}
+            first = min(places.values())
+            if first < len(ranked) and sum(p == first for p in places.values()) == 1:
+                return [vid for vid, p in places.items() if p == first]
+    return []
+
+
 def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Iterable[str],
                        texts: Iterable[str], *, described: Iterable[str] = ()) -> list[str]:
     """The available variants the user's words describe, as a change of ``current`` (the variant ids held now).
@@ -669,6 +695,11 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         scored.append(((len(changed) + moved, sum(normalize_value(x) in kept_values for x in values), near), vid))
     if not scored:
         return []
+    first = max(score[0] for score, _ in scored)
+    leading = [vid for score, vid in scored if score[0] == first]
+    liked = preferred(variants, leading, texts) if len(leading) > 1 else []
+    if liked:  # a stated order of preference ("prefer battery > USB > AC") decides among the best described
+        return liked
     best = max(score for score, _ in scored)
     top = [vid for score, vid in scored if score == best]
     if price is not None and price[1] and all(isinstance(variants[t].get("price"), (int, float)) for t in top):
