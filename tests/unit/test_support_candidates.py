@@ -157,6 +157,9 @@ def test_cues_ignore_asides_in_parentheses_and_the_switch_type_option(text, expe
     ("the fan I got stopped working after a day", ["return", "exchange"]),
     ("I don't want to wait that long", None),  # just outside: wanting to do something, not an item unwanted
     ("please change my home address", ["modify", "account"]),
+    # what the account itself holds is a question about the account, never about an order
+    ("what's the balance on my gift card?", ["account"]),
+    ("how much is left on my card", ["account"]),
     ("they sent a worn pair, I want a new one just like it", ["exchange", "modify"]),
     ("upgrade my headphones to the newest version", ["exchange", "modify"]),
     ("change the lamp to the same one in a warmer colour", ["exchange", "modify"]),

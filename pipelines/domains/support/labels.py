@@ -118,8 +118,8 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("modify", _REPLACE),
     ("modify", _REMOVE),
     ("modify", _NEW_ADDRESS),
-    ("account", re.compile(r"\b(my (account|profile)|(?:default|user|home|profile) address|payment methods?)\b",
-                           re.I)),
+    ("account", re.compile(r"\b(my (account|profile)|(?:default|user|home|profile) address|payment methods?|"
+                           r"balance|(?:left|remaining) on (?:my|the) (?:gift )?card)\b", re.I)),
     # an item the user no longer wants, or one that arrived broken: cancelled or returned (exchanged), as the
     # order's state allows
     ("cancel", _UNWANTED),
@@ -198,7 +198,7 @@ SUB_INTENT_CUES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
     "account": (
         ("address", re.compile(r"\baddress\b", re.I)),
         ("address", _NEW_ADDRESS),
-        ("payment", re.compile(r"\b(payment methods?|credit cards?|gift cards?|paypal)\b", re.I)),
+        ("payment", re.compile(r"\b(payment methods?|credit cards?|gift cards?|paypal|balance)\b", re.I)),
     ),
 }
 #: Intents whose sub-intent is left to W1 when no cue fires ("I want to change my order").
