@@ -280,7 +280,8 @@ class TandemIngress(OpenAiIngress):
 
             return StreamingResponse(frames(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        got = [ev async for ev in events]
+        async with contextlib.aclosing(events) as evs:  # type: ignore[type-var]  # a client that left frees the turn
+            got = [ev async for ev in evs]
         answer = TurnAnswer.from_events(got)
         body = answer.model_dump(mode="json")
         if answer.status == "failed":
@@ -356,7 +357,8 @@ class TandemIngress(OpenAiIngress):
             self._rejected(exc, str(request.session_id), "grpc")
             grpc_fail(grpc_context, exc, where="grpc Turn")
             return pb.TurnAnswer()
-        got = [ev async for ev in events]
+        async with contextlib.aclosing(events) as evs:  # type: ignore[type-var]  # a cancelled call frees the turn
+            got = [ev async for ev in evs]
         failure = self._failure(got)
         if failure is not None:  # never OK for a failed turn
             grpc_fail(grpc_context, failure, where="grpc Turn")

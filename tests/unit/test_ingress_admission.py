@@ -5,6 +5,7 @@ the limit the box's rate."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,23 @@ def test_a_turn_refused_after_admission_frees_its_slot(tmp_path: Path) -> None:
 
         assert asyncio.run(go()) == [200, 404, 200]
         assert asyncio.run(h.ingress.admission_snapshot())["in_flight"] == 0
+
+
+def test_a_call_cancelled_mid_turn_frees_its_slot(tmp_path: Path) -> None:
+    llm = GatedLLM()
+    with _harness(tmp_path, llm, initial_limit=1) as h:
+        async def go() -> dict[str, Any]:
+            llm.gate = asyncio.Event()  # never set: the turn waits for the model until cancelled
+            call = asyncio.create_task(h.ingress.Turn(pb.TurnRequest(session_id="c1", text="hi"),
+                                                      FakeGrpcContext(auth("alice"))))
+            for _ in range(100):
+                await asyncio.sleep(0.01)
+                if (await h.ingress.admission_snapshot())["in_flight"] == 1:
+                    break
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            return await h.ingress.admission_snapshot()
+
+        snap = asyncio.run(go())
+        assert snap["admitted"] == 1 and snap["in_flight"] == 0 and snap["completed"] == 0
