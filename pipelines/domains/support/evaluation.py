@@ -41,7 +41,7 @@ FLOWS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
 ]
 
 
-_CHANGE = r"(?:change|modify|update|switch|edit|correct|fix|use|move)\w*"
+_CHANGE = r"(?:change|modify|update|switch|edit|correct|fix|use|move|upgrad|downgrad)\w*"
 #: The eval's own judge of a requested card, held out of the pipeline's cues: card id → (family, the
 #: lexical rule one of the user's texts of the open request must match).
 CARD_RULES: dict[str, tuple[str, re.Pattern[str]]] = {
