@@ -15,6 +15,8 @@
     cold         before the first completion: ``initial_limit``
     late         a turn that ran past its deadline halves X at once (multiplicative back-off)
     Retry-After  the expected wait for a free slot: 1 / X (at least ``min_retry_s``, at most ``max_retry_s``)
+    lost         a ticket never released (a path that forgot it) stops counting twice the deadline after it
+                 was admitted: a leak cannot shrink the box for good
 
 The same in the manner of Envoy's adaptive concurrency filter and Netflix's concurrency-limits, with the
 deadline as the latency target instead of a measured minimum. One instance per ingress replica: each
@@ -34,7 +36,7 @@ from pipelines.errors import Overloaded
 __all__ = ["AdaptiveAdmission", "Ticket"]
 
 
-@dataclass
+@dataclass(eq=False)
 class Ticket:
     """One admitted turn: when it was admitted and the in-flight area (turn·seconds) at that moment."""
 
@@ -59,7 +61,8 @@ class AdaptiveAdmission:
         self.clock = clock
         self.rate: float | None = None  # X, turns per second
         self.inflight = 0
-        self.admitted = self.refused = self.completed = self.late = 0
+        self.admitted = self.refused = self.completed = self.late = self.expired = 0
+        self._open: set[Ticket] = set()
         self._area = 0.0  # ∫ inflight dt
         self._t = clock()
 
@@ -91,9 +94,17 @@ class AdaptiveAdmission:
 
     # -- admission ------------------------------------------------------------------------------
 
+    def _expire(self, now: float) -> None:
+        for t in [t for t in self._open if now - t.t0 > 2 * self.deadline_s]:
+            self._open.discard(t)
+            t.done = True
+            self.inflight = max(0, self.inflight - 1)
+            self.expired += 1
+
     def admit(self) -> Ticket:
         """A ticket for one more turn, or :class:`Overloaded` (with Retry-After) when ``limit`` run."""
         now = self._advance()
+        self._expire(now)
         if self.inflight >= self.limit:
             self.refused += 1
             raise Overloaded(f"the service is at its measured capacity ({self.inflight} turns in flight); "
@@ -101,7 +112,9 @@ class AdaptiveAdmission:
                              details={"in_flight": self.inflight, "limit": self.limit})
         self.inflight += 1
         self.admitted += 1
-        return Ticket(t0=now, area0=self._area)
+        ticket = Ticket(t0=now, area0=self._area)
+        self._open.add(ticket)
+        return ticket
 
     def release(self, ticket: Ticket, *, completed: bool, late: bool = False) -> None:
         """End an admitted turn. ``completed``: it ran to its end (a latency sample); ``late``: it ran past
@@ -110,6 +123,7 @@ class AdaptiveAdmission:
         if ticket.done:
             return
         ticket.done = True
+        self._open.discard(ticket)
         now = self._advance()
         self.inflight = max(0, self.inflight - 1)
         if late:
@@ -130,4 +144,5 @@ class AdaptiveAdmission:
     def snapshot(self) -> dict[str, float | int | None]:
         """The state, for metrics and tests."""
         return {"limit": self.limit, "in_flight": self.inflight, "rate_per_s": self.rate,
-                "admitted": self.admitted, "refused": self.refused, "completed": self.completed, "late": self.late}
+                "admitted": self.admitted, "refused": self.refused, "completed": self.completed, "late": self.late,
+                "expired": self.expired}

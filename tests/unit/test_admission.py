@@ -134,4 +134,19 @@ def test_snapshot() -> None:
     a, _ = _adm(initial_limit=3)
     a.admit()
     assert a.snapshot() == {"limit": 3, "in_flight": 1, "rate_per_s": None, "admitted": 1, "refused": 0,
-                            "completed": 0, "late": 0}
+                            "completed": 0, "late": 0, "expired": 0}
+
+
+def test_a_ticket_never_released_stops_counting_twice_the_deadline_after() -> None:
+    a, c = _adm(initial_limit=1)
+    lost = a.admit()
+    c.t += 120.0  # exactly twice the 60 s deadline: still counted
+    with pytest.raises(Overloaded):
+        a.admit()
+    c.t += 0.5
+    late = a.admit()  # past it: the lost ticket no longer holds the slot
+    assert a.expired == 1 and a.inflight == 1
+    a.release(lost, completed=True)  # its late release changes nothing
+    assert (a.inflight, a.completed) == (1, 0)
+    a.release(late, completed=False)
+    assert a.inflight == 0
