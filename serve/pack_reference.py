@@ -171,6 +171,39 @@ def _methods(cls: type, names: tuple[str, ...], title: str, intro: str) -> list[
     return out + [""]
 
 
+#: What a pack's reply hooks (``answer_lines``, ``lead_lines``, ``executed_lines``, ``refusal_line``) read of the
+#: forward contract: field → meaning (a field that is gone fails the generation, and so the docs test).
+CONTRACT_FIELDS = {
+    "ForwardContract": {
+        "selected_path": "`answer` \\| `clarify` \\| `action_card` \\| `escalate` \\| `fallback`",
+        "prior_observations": "the turn's tool calls (`ObservationRecord`), redacted",
+        "user_state": "user-state keys and values read off the observations (`user_state` hook)",
+        "eligible_actions": "the card on offer or the write that ran (`EligibleAction`)",
+        "selected_entity": "the user's record the answer is about, when one was selected",
+        "clarify_question": "the question of a clarify path", "c1": "W1: the perceived intent and sub-intent"},
+    "ObservationRecord": {"step": "0: Φ's reads; 1..: the orchestrator's steps", "tool": "the tool",
+                          "args": "its arguments (redacted)", "ok": "whether it succeeded",
+                          "reason": "a refusal's reason", "summary": "the pack's `summarize`",
+                          "result": "the result (a dict; redacted)"},
+    "EligibleAction": {"card_id": "the card", "title": "its title", "tool": "its write tool",
+                       "params": "its arguments", "status": "`awaiting_confirmation` \\| `executed`"},
+}
+
+
+def _contract() -> list[str]:
+    from pipelines.core import contract
+
+    out = ["### What the reply hooks read of the forward contract", "",
+           "| type | field | what it holds |", "|---|---|---|"]
+    for type_name, fields in CONTRACT_FIELDS.items():
+        model = getattr(contract, type_name)
+        for name, meaning in fields.items():
+            if name not in model.model_fields:
+                raise ValueError(f"{type_name}.{name} is gone: update CONTRACT_FIELDS")
+            out.append(f"| `{type_name}` | `{name}` | {meaning} |")
+    return out + [""]
+
+
 def reference() -> str:
     """The whole reference (Markdown, the text between the markers of ``docs/domains.md``)."""
     from pipelines.core import refusal
@@ -183,6 +216,7 @@ def reference() -> str:
     out += _fields(DomainTexts, "the pack's texts", _clean(DomainTexts.__doc__))
     out += _fields(TurnFacts, "what the hooks see of a turn", _clean(TurnFacts.__doc__))
     out += _fields(SampleWrite, "a write the conformance suite tries", _clean(SampleWrite.__doc__))
+    out += _contract()
     out += _methods(RecordWorld, ("table", "model_of", "has", "entities", "entity_json", "from_entities", "from_json",
                                   "to_json", "clone", "write_scope", "fork", "diff", "adopt"),
                     "a world of records", "Tables of pydantic records keyed by id: a pack declares them as fields and "
