@@ -99,6 +99,28 @@ def test_cancel_not_confirmed_changes_nothing(app):
     assert order_status(app, "#W2000001") == "pending"
 
 
+def test_the_served_tool_port_refuses_a_write_without_the_yes_to_its_card(app):
+    """The tools deployment's gate across a Ray handle: a write not confirmed as its card showed it comes back
+    as the typed ``UnconfirmedWrite`` (409 / FAILED_PRECONDITION) and the pack never ran it."""
+    import asyncio
+
+    from ray import serve
+
+    from pipelines.core.ports import ToolSession
+    from pipelines.errors import UnconfirmedWrite
+    from serve.adapters import HandleTools
+
+    tools = HandleTools(serve.get_deployment_handle("ToolsServer", app_name=app.app_name))
+    args = {"order_id": "#W2000001", "reason": "no longer needed"}
+    base = ToolSession(session_id="dr-served-gate", user_texts=["cancel #W2000001, no longer needed"])
+    for session, reason in ((base.model_copy(update={"idempotency_key": "k"}), "not_confirmed"),
+                            (base.confirm("cancel_pending_order", {**args, "reason": "other"}, "k"), "card_mismatch")):
+        with pytest.raises(UnconfirmedWrite) as exc:
+            asyncio.run(tools.call("cancel_pending_order", args, session))
+        assert exc.value.details["reason"] == reason
+    assert order_status(app, "#W2000001") == "pending"
+
+
 def test_ambiguous_my_order_clarifies(app):
     sid = "dr-ambiguous"
     turn(app, sid, "My email is priya.shah@example.com")
