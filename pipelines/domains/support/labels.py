@@ -120,12 +120,7 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("modify", _NEW_ADDRESS),
     ("account", re.compile(r"\b(my (account|profile)|(?:default|user|home|profile) address|payment methods?|"
                            r"balance|(?:left|remaining) on (?:my|the) (?:gift )?card)\b", re.I)),
-    # an item the user no longer wants, or one that arrived broken: cancelled or returned (exchanged), as the
-    # order's state allows
-    ("cancel", _UNWANTED),
-    ("return", _UNWANTED),
-    ("return", _FAULTY),
-    ("exchange", _FAULTY),
+
     ("account", _NEW_ADDRESS),
     ("order_status", re.compile(r"\b(where(?:'s| is)|status|track\w*|arriv\w*|shipped|deliver\w*|"
                                 r"refund(?:ed)?|late|delayed)\b", re.I)),
@@ -133,6 +128,16 @@ INTENT_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("product", re.compile(r"\b(products?|in stock|available|options?|models?|variants?)\b", re.I)),
     ("human", re.compile(r"\b(human|agent|person|representative|someone)\b", re.I)),
 )
+#: Cues that say why, not what: an item the user no longer wants, or one that arrived broken — cancelled or returned
+#: (exchanged), as the order's state allows. They count only when no cue of a change names what to do ("cancel it,
+#: I no longer need it" is a cancellation).
+WEAK_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cancel", _UNWANTED),
+    ("return", _UNWANTED),
+    ("return", _FAULTY),
+    ("exchange", _FAULTY),
+)
+_CHANGES = frozenset({"cancel", "return", "exchange", "modify"})
 GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|thanks?|thank you|bye|goodbye)\b"
                       r"|\bwhat can you (help|do)\b|\bhow can you help\b"
                       # a short closing: "ok thanks", "great, thank you!", "that's all, bye"
@@ -169,6 +174,8 @@ def intent_prior(text: str) -> list[str] | None:
     facts = carries_fact(text)
     text = _cue_text(text)
     hits = {intent for intent, rx in INTENT_CUES if rx.search(text)}
+    if not hits & _CHANGES:
+        hits |= {intent for intent, rx in WEAK_CUES if rx.search(text)}
     if {"exchange", "modify"} <= hits:
         delivered, pending = bool(_DELIVERED.search(text)), bool(_PENDING.search(text))
         if delivered != pending:
