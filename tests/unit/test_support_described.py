@@ -617,3 +617,34 @@ def test_a_stated_order_of_preference_breaks_a_tie():
     # battery and AC adapter are both named beside "low" (the USB one keeps the held power): the order decides
     assert described_variants(held, ["held"], ["a dimmer lamp, low brightness; ideally battery over AC adapter"]) \
         == ["v_bat"]
+
+
+def _refund_facts(named: list[str]):
+    from pipelines.domain import TurnFacts
+
+    c = CandidateSet()
+    c.add_all({"payment_method_id": named}, "user")
+    state = {"authenticated_user_id": "u", "payment_methods": METHODS,
+             "orders": {"#W1": {"status": "delivered", "paid_with": "paypal_4"}}}
+    return TurnFacts(session_id="s", user_text="x", state=state, candidates=c)
+
+
+@pytest.mark.parametrize("named, proposed, expected", [
+    # the policy: a refund goes to the original method (paypal_4) or a gift card
+    (["credit_card_1", "gift_card_3"], "credit_card_1", "gift_card_3"),  # the one named that may take it
+    (["credit_card_1", "paypal_4"], "credit_card_1", "paypal_4"),  # the original, named
+    (["credit_card_1", "gift_card_3"], "gift_card_3", "gift_card_3"),  # allowed as proposed: kept
+    (["credit_card_1"], "credit_card_1", "credit_card_1"),  # one named: the precheck refuses it, not this
+    (["credit_card_1", "credit_card_2"], "credit_card_1", "credit_card_1"),  # none may: left to the precheck
+    (["gift_card_3", "paypal_4", "credit_card_1"], "credit_card_1", "credit_card_1"),  # two may: not ours to pick
+    (["credit_card_1", "gift_card_3"], "credit_card_9", "credit_card_9"),  # not one the user named: left as is
+])
+def test_a_refund_goes_to_the_one_named_method_the_policy_allows(named, proposed, expected):
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    args = {"order_id": "#W1", "item_ids": ["i1"], "payment_method_id": proposed}
+    assert pack.arrange("return_delivered_order_items", args, _refund_facts(named))["payment_method_id"] == expected
+    # only a return's refund: an exchange's price difference may be paid with any method
+    exchange = {**args, "new_item_ids": ["i2"]}
+    assert pack.arrange("exchange_delivered_order_items", exchange, _refund_facts(named)) == exchange

@@ -350,6 +350,19 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
             break
 
 
+def _refund_to(args: dict[str, Any], facts: TurnFacts, state: SupportState) -> dict[str, Any]:
+    """``args`` of a return with its refund method settled by the policy (the original method or a gift card)
+    when the user named several methods and exactly one of them may take the refund ("to my credit card, or
+    else to the gift card"); otherwise as proposed (the precheck refuses a method that may not)."""
+    pm, named = args.get("payment_method_id"), facts.candidates.of("payment_method_id")
+    if pm not in named or len(named) < 2:
+        return args
+    paid = str((state.orders.get(str(args.get("order_id") or "")) or {}).get("paid_with") or "")
+    methods = state.payment_methods or {}
+    may = [p for p in named if (paid and p == paid) or (methods.get(p) or {}).get("source") == "gift_card"]
+    return {**args, "payment_method_id": may[0]} if pm not in may and len(may) == 1 else args
+
+
 _ADDRESS_KINDS = ("address1", "address2", "city", "state", "address_zip", "country")
 _FIELD_KIND = {"address1": "address1", "address2": "address2", "city": "city", "state": "state", "zip": "address_zip",
                "country": "country"}
@@ -682,11 +695,16 @@ class SupportPack(PackBase):
         described by exactly one variant, each beside that variant (``item_ids[i]`` ↔ ``new_item_ids[i]``), and
         those not asked about yet whose change is tied (:meth:`undecided` asks before the card is shown); a
         named item whose change is still open after it was asked once is left off the card. Otherwise each
-        proposed variant is put beside the item of its own product; left as proposed when they do not pair."""
+        proposed variant is put beside the item of its own product; left as proposed when they do not pair.
+
+        ``payment_method_id`` of a return: a method the refund may not go to (the policy: the order's original
+        method or a gift card) yields to the one method among those the user named that it may go to."""
+        state = self.state_of(facts)
+        if tool == "return_delivered_order_items":
+            args = _refund_to(args, facts, state)
         olds, news = args.get("item_ids"), args.get("new_item_ids")
         if not isinstance(olds, list):
             return args
-        state = self.state_of(facts)
         named = _named_items(facts, state)
         if named and set(map(str, olds)) <= set(named):
             if not isinstance(news, list):
