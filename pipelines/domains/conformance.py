@@ -545,11 +545,20 @@ def _world(pack: Any, *, fresh: bool = False) -> tuple[Any, str | None]:
 
 
 def _samples(pack: Any, world: Any) -> list[SampleWrite]:
+    """The pack's sample writes, found on a copy of its world; whether the owner's reads or the search for
+    samples (its prechecks) changed that copy is kept for the ``writes`` check."""
     if world is None or not pack.write_tools:
         return []
     made = _made(pack)
     if "samples" not in made:
-        made["samples"] = list(pack.sample_writes(world))
+        probe = world.clone() if isinstance(world, RecordWorld) else world
+        before = _state(probe)
+        for uid in _all_users(pack, probe)[:3]:
+            pack.owner_facts(probe, uid)
+        made["read_changed"] = _changed(before, _state(probe))
+        probe = world.clone() if isinstance(world, RecordWorld) else world
+        made["samples"] = list(pack.sample_writes(probe))
+        made["sample_changed"] = {} if made["read_changed"] else _changed(before, _state(probe))
     return made["samples"]  # type: ignore[no-any-return]
 
 
@@ -604,6 +613,21 @@ def _foreign(pack: Any, world: Any, sample: SampleWrite, kind: str) -> str:
     return FOREIGN
 
 
+def _scope_of(world: Any, sample: SampleWrite) -> WriteScope:
+    return world.write_scope(sample.tool, dict(sample.args), sample.user_id) if isinstance(world, RecordWorld) \
+        else WriteScope()
+
+
+def _handler_at(pack: Any, tool: str) -> str:
+    """``"tools.py archive_record"``: where the tool's handler is written."""
+    handler = pack.registry.get(tool).handler
+    try:
+        file = Path(inspect.getsourcefile(handler) or "?").name
+    except TypeError:
+        file = "?"
+    return f"{file} {getattr(handler, '__name__', tool)}"
+
+
 def _all_users(pack: Any, world: Any) -> list[str]:
     return pack.users(world) if isinstance(pack, PackBase) and world is not None else []
 
@@ -641,14 +665,24 @@ def _writes(pack: Domain) -> tuple[list[str], list[str]]:
             out.append(f"{where(pack, 'world_from_entities')}: the world rebuilt from its stored rows differs from "
                        f"the world (entity_json / from_entities of {type(world).__name__})")
     samples = _samples(pack, world)
-    if local and samples:  # the owner's reads, for every sample's user: reads change nothing
-        for s in samples:
-            pack.owner_facts(world, s.user_id)
-        read_changed = _changed(before, _state(world))
-        if read_changed:
-            out.append(f"{where(pack, 'registry')}: a read tool changed the world ({_show(read_changed)}): a read must "
-                       "not change anything (declare the tool kind='write')")
-            return out, notes
+    made = _made(pack)
+    if made.get("read_changed"):  # the owner's reads, signing the first users in, changed a copy of the world
+        reads = ", ".join(sorted(pack.owner_reads)) if isinstance(pack, PackBase) else "the owner's reads"
+        out.append(f"{where(pack, 'registry')}: a read tool ({reads}) changed the world "
+                   f"({_show(made['read_changed'])}): a read must not change anything (declare it kind='write')")
+        return out, notes
+    if made.get("sample_changed"):
+        changed = made["sample_changed"]
+        scoped = {(k, i) for s in samples for k, ids in _scope_of(world, s).existing.items() for i in ids}
+        outside = {k: {i for i in v if (k, i) not in scoped} for k, v in changed.items()}
+        outside = {k: v for k, v in outside.items() if v}
+        if outside and samples:
+            out.append(f"{where(world, 'write_scope')}: a write changed {_show(outside)}, which its write scope "
+                       "leaves out (found when its precheck ran it on a fork: what the scope leaves out is shared "
+                       "with the live world)")
+        else:
+            out.append(f"{where(pack, 'precheck')}: looking for sample writes changed the world ({_show(changed)}): "
+                       "a precheck must run the write on a fork, or its eligibility alone")
     by_tool = {s.tool: s for s in samples}
     for tool in sorted(pack.write_tools):
         if tool not in by_tool:
@@ -711,7 +745,7 @@ def _writes(pack: Domain) -> tuple[list[str], list[str]]:
         res = pack.invoke(s.tool, dict(s.args), unconfirmed, attempt)
         changed = _changed(_scoped(base, s), _scoped(attempt, s))
         if res.observation.ok or changed:
-            out.append(f"{where(pack, 'invoke')}: {label} ran without the user's yes (ctx.confirmed false"
+            out.append(f"{_handler_at(pack, s.tool)}: {label} ran without the user's yes (ctx.confirmed false"
                        + (f", changed {_show(changed)}" if changed else "") + "): the write tool must "
                        f"refuse({NOT_CONFIRMED!r}, ...) before it changes anything")
         elif res.reason:
