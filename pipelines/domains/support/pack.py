@@ -120,6 +120,10 @@ class SupportState(BaseModel):
         "for}); an order the user types in a later text takes over.")
     catalogue: dict[str, str] = Field(
         default_factory=dict, description="The store's product types as read: product name → product id.")
+    request_from: int = Field(
+        0, description="Where the open request starts among the session's user texts: the texts before it "
+        "described a request a confirmed write has done (its items, order and wanted options are not the next "
+        "request's).")
     records: CandidateSet = Field(default_factory=CandidateSet)
     pending: PendingCard | None = None
 
@@ -147,15 +151,29 @@ def says_all_items(texts: Sequence[str]) -> bool:
     return any(_OPEN.match(t[m.end():]) for t in texts for m in _ALL_ITEMS.finditer(t))
 
 
+def _session_texts(facts: TurnFacts) -> list[str]:
+    """The session's user texts, the newest last, each once."""
+    return list(facts.user_texts) if facts.user_texts and facts.user_texts[-1] == facts.user_text else [
+        *facts.user_texts, facts.user_text]
+
+
+def _request_texts(facts: TurnFacts, state: SupportState) -> list[str]:
+    """The user texts of the open request: those since the last write that finished a request (the newest
+    text at least). What a done request's texts described — its items, its order, the options wanted — is
+    never the next request's; who the user is and how they pay are the session's (read from every text)."""
+    texts = _session_texts(facts)
+    return texts[min(state.request_from, len(texts) - 1):]
+
+
 def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> str | None:
     """The order the user named this turn, else the one they named last in the session (an answer to a
     question — who are you? why? — goes on with the request it interrupted), unless the turn found the order by
     what it holds for a later text (``state.selected``); a text that describes items of exactly one read order
     names that order."""
-    texts = list(facts.user_texts) if facts.user_texts and facts.user_texts[-1] == facts.user_text else [
-        *facts.user_texts, facts.user_text]
+    texts = _session_texts(facts)
     selected = (state.selected or {}) if state is not None else {}
-    for at in range(len(texts) - 1, -1, -1):
+    first = min(state.request_from, len(texts) - 1) if state is not None else 0
+    for at in range(len(texts) - 1, first - 1, -1):
         if selected.get("id") and int(selected.get("at", -1)) >= at:
             return str(selected["id"])
         typed = extract_user_candidates(texts[at]).get("order_id")
@@ -182,7 +200,7 @@ def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
     """The product to read for the items named in the newest user text that names one: the first whose
     variants are not read yet (Φ, run again after each read, reads them in turn), else the last named."""
     items = _scoped_items(facts, state)
-    for text in [facts.user_text, *reversed(facts.user_texts)]:
+    for text in reversed(_request_texts(facts, state)):
         named = described_items(items, [text])
         if named:
             products = list(dict.fromkeys(items[i]["product_id"] for i in named))
@@ -193,7 +211,7 @@ def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
 
 def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
     """The items of the order in question the user named by product name ("all the items": every one)."""
-    texts = [*facts.user_texts, facts.user_text]
+    texts = _request_texts(facts, state)
     scoped = _scoped_items(facts, state)
     named = described_items(scoped, texts)
     if not named and says_all_items(texts) and _order_in_question(facts, state):
@@ -226,7 +244,7 @@ def _wanted_of(facts: TurnFacts, state: SupportState, item: str) -> list[str]:
     variants = state.variants.get(str(pid)) if pid else None
     if not variants:
         return []
-    texts = [*facts.user_texts, facts.user_text]
+    texts = _request_texts(facts, state)
     return described_variants(variants, [item], texts, described=_had(state, str(pid), variants, [item], texts))
 
 
@@ -241,7 +259,7 @@ def _had(state: SupportState, pid: str, variants: Mapping[str, Any], mine: Seque
 def _named_alike(facts: TurnFacts, state: SupportState, named: Sequence[str]) -> list[str]:
     """Named items of one product the user spoke of as one ("a vacuum cleaner", "the lamp": not a plural, not
     "both" or "all"), not asked about yet: the ones to ask among (empty: none)."""
-    texts = [*facts.user_texts, facts.user_text]
+    texts = _request_texts(facts, state)
     groups: dict[str, list[str]] = {}
     for i in named:
         groups.setdefault(str(state.items.get(i, {}).get("name", "")), []).append(i)
@@ -324,7 +342,7 @@ def _narrow(facts: TurnFacts, state: SupportState) -> None:
     order in question by their product name, only those items are candidates; a wanted variant is a candidate only
     when the user's words describe it (:func:`.candidates.described_variants`), never merely because it
     is available."""
-    texts = [*facts.user_texts, facts.user_text]
+    texts = _request_texts(facts, state)
     order = _order_in_question(facts, state)
     if order and order in facts.candidates.of("order_id"):  # the order the user named, never another of theirs
         facts.candidates.keep("order_id", [order])
@@ -641,10 +659,14 @@ class SupportPack(PackBase):
             oid = str(result.get("order_id", ""))
             if oid in state.orders and result.get("status"):  # a write changed its state: what it can be asked now
                 state.orders[oid] = {**state.orders[oid], "status": str(result["status"])}
-            if tool in WRITE_TOOLS and state.selected and oid == state.selected.get("id"):
-                queue = list(state.selected.get("queue") or [])  # done: the next order of the request, if any
-                state.selected = ({"id": queue[0], "at": state.selected.get("at", 0), "queue": queue[1:]}
-                                  if queue else None)
+            if tool in WRITE_TOOLS:
+                queue = list((state.selected or {}).get("queue") or []) if (
+                    state.selected and oid == state.selected.get("id")) else []
+                if state.selected and oid == state.selected.get("id"):  # done: the next order of the request
+                    state.selected = ({"id": queue[0], "at": state.selected.get("at", 0), "queue": queue[1:]}
+                                      if queue else None)
+                if not queue:  # the request is done: the next text starts the next one
+                    state.request_from = len(_session_texts(facts))
             found = record_candidates(tool, result, owner)
             if tool == "get_order_details" and owner and result.get("user_id") == owner:
                 state.owned_products = sorted(set(state.owned_products) | set(found.get("product_id", [])))
@@ -795,7 +817,7 @@ class SupportPack(PackBase):
         return, exchange) that hold an item the user described; when the user asked for all their orders, or
         described none of their items, those in the right state alone."""
         state = self.state_of(facts)
-        texts = [*facts.user_texts, facts.user_text]
+        texts = _request_texts(facts, state)
         fits = [o for o in options if _status_fits(intent, str((state.orders.get(o) or {}).get("status", "")))]
         said = _said_status(texts)  # "the one I received", "my pending order": the user's words on its state
         fits = [o for o in fits if said is None or said(str((state.orders.get(o) or {}).get("status", "")))] or fits
@@ -831,10 +853,10 @@ class SupportPack(PackBase):
         """"all (my pending) orders", "both orders", "every order", "each of my orders" — or items of several orders
         named, none of their products in two of them ("no longer need the boots, the watch and the charger"):
         each order its own card."""
-        texts = [*facts.user_texts, facts.user_text]
+        state = self.state_of(facts)
+        texts = _request_texts(facts, state)
         if any(_ALL_ORDERS.search(t) for t in texts):
             return True
-        state = self.state_of(facts)
         named = described_items(state.items, texts)
         orders = {state.items[i].get("order_id") for i in named}
         products: dict[str, set[Any]] = {}
