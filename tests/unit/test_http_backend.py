@@ -20,7 +20,13 @@ from pydantic import BaseModel
 from pipelines.core.http_backend import HttpBackend, RemoteWorld, reason_of
 from pipelines.core.ports import MemoryLedger, ToolSession
 from pipelines.core.runner import CallOutcome, LocalToolRunner
-from pipelines.errors import IneligibleAction, InvalidInput, ToolError, ToolTimeout, UnconfirmedWrite
+from pipelines.errors import (
+    IneligibleAction,
+    InvalidInput,
+    ToolError,
+    ToolTimeout,
+    UnconfirmedWrite,
+)
 from pipelines.tools import ToolContext, ToolRegistry, ToolSpec
 
 

@@ -16,7 +16,7 @@ from pipelines.core.runner import LocalToolRunner
 from pipelines.domains.support import build_support_domain
 from pipelines.domains.support.generator import FIXTURES, generate_world
 from pipelines.domains.support.world import RetailWorld
-from pipelines.errors import LeaseLost, ToolError, UnconfirmedWrite
+from pipelines.errors import ToolError, UnconfirmedWrite
 from serve.stores.world_sqlite import SQLiteWorldStore
 
 ALEX = FIXTURES["alex"]
