@@ -651,7 +651,7 @@ def test_a_refund_goes_to_the_one_named_method_the_policy_allows(named, proposed
 
 
 def _after_a_write(queue: list[str]):
-    """A session whose first request (the skateboard of #W1, found by what it holds) a confirmed write has
+    """A session whose first request (the tea kettle of #W1, found by what it holds) a confirmed write has
     just done; ``queue``: orders of the same request still to do."""
     from pipelines.domain import TurnFacts
     from pipelines.domains import load_domain
@@ -660,12 +660,12 @@ def _after_a_write(queue: list[str]):
     records = CandidateSet()
     records.add_all({"item_id": ["k1"], "order_id": ["#W1", "#W2"]}, "record")
     state = {"authenticated_user_id": "u", "records": records.model_dump(),
-             "items": {"k1": {"name": "Skateboard", "product_id": "ps", "order_id": "#W1"}},
-             "orders": {"#W1": {"status": "delivered", "items": ["Skateboard"], "paid_with": "p"}},
-             "variants": {"ps": {"k1": {"options": {"length": "31 inch"}, "available": True},
-                                 "k2": {"options": {"length": "28 inch"}, "available": True}}},
+             "items": {"k1": {"name": "Tea Kettle", "product_id": "ps", "order_id": "#W1"}},
+             "orders": {"#W1": {"status": "delivered", "items": ["Tea Kettle"], "paid_with": "p"}},
+             "variants": {"ps": {"k1": {"options": {"capacity": "1.5 L"}, "available": True},
+                                 "k2": {"options": {"capacity": "1 L"}, "available": True}}},
              "selected": {"id": "#W1", "at": 0, "queue": queue}}
-    said = ["Can I swap my skateboard? A smaller one would suit me.", "yes"]
+    said = ["Can I swap my tea kettle? A smaller one would suit me.", "yes"]
     facts = TurnFacts(session_id="s", user_text=said[-1], user_texts=said, state=state)
     pack.restore(facts)
     pack.observe("exchange_delivered_order_items", {"order_id": "#W1", "status": "exchange requested"}, True, facts)
@@ -677,14 +677,14 @@ def test_a_request_done_by_a_write_lends_nothing_to_the_next_one():
 
     pack, said, state = _after_a_write([])
     assert state["request_from"] == 2 and state["selected"] is None  # the next text starts the next request
-    text = "Also, I want to exchange the garden hose I received."
+    text = "Also, the patio umbrella that came last week needs swapping."
     facts = TurnFacts(session_id="s", user_text=text, user_texts=[*said, text], state=state)
     pack.restore(facts)
     values = pack.snapshot_values(facts)
-    # the skateboard, its order and its smaller variant were the done request's: none is the garden hose's
+    # the kettle, its order and its smaller variant were the done request's: none is the umbrella's
     assert "product_id" not in values and "order_id" not in values
     assert facts.candidates.of("item_id") == [] and facts.candidates.of("new_item_id") == []
-    again = "The skateboard again: the 31 inch one, please."  # named anew, it is this request's
+    again = "The tea kettle again: the 1.5 L one, please."  # named anew, it is this request's
     facts = TurnFacts(session_id="s", user_text=again, user_texts=[*said, again], state=state)
     pack.restore(facts)
     assert pack.snapshot_values(facts)["product_id"] == "ps" and facts.candidates.of("item_id") == ["k1"]

@@ -660,10 +660,10 @@ class SupportPack(PackBase):
             if oid in state.orders and result.get("status"):  # a write changed its state: what it can be asked now
                 state.orders[oid] = {**state.orders[oid], "status": str(result["status"])}
             if tool in WRITE_TOOLS:
-                queue = list((state.selected or {}).get("queue") or []) if (
-                    state.selected and oid == state.selected.get("id")) else []
-                if state.selected and oid == state.selected.get("id"):  # done: the next order of the request
-                    state.selected = ({"id": queue[0], "at": state.selected.get("at", 0), "queue": queue[1:]}
+                selected = state.selected if state.selected and oid == state.selected.get("id") else None
+                queue = list(selected.get("queue") or []) if selected else []
+                if selected:  # done: the next order of the request, if any
+                    state.selected = ({"id": queue[0], "at": selected.get("at", 0), "queue": queue[1:]}
                                       if queue else None)
                 if not queue:  # the request is done: the next text starts the next one
                     state.request_from = len(_session_texts(facts))
