@@ -24,8 +24,9 @@ Rules, tried in this order on each assistant turn:
 3. **asked who they are** → the identity (a second ask gives the next identity the instructions hold, e.g.
    another email).
 4. **asked what a conditional instruction names** ("If the agent asks for which vacuum cleaner, mention the
-   robotic one": every word of its condition in the question, by its first five letters) → what it says to say,
-   once.
+   robotic one": every word of its condition in the question, by its first five letters, or every topic its
+   condition names among the question's topics — "the cancellation reason" is asked by "why …?") → what it says
+   to say, once.
 5. **asked what to change, right after a refusal** → what differs between the refused card and the write the
    user wants, in words: an item the card should leave alone ("Not the Water Bottle."), one it misses
    ("Also the Desk Lamp."), and for a wrong option, payment, address, order or reason the sentence of the
@@ -266,6 +267,7 @@ class TaskUser:
     kind: str = "scripted"
     _refused: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     _last_rule: str = ""
+    _focus: int | None = None
 
     @property
     def write_tools(self) -> frozenset[str]:
@@ -285,9 +287,36 @@ class TaskUser:
         return next((a for i, a in self.writes if i not in self.done), None)
 
     def pursuing(self) -> str | None:
-        """The tool of the request pursued now (``None``: no write remains; the oracle's status only)."""
-        nxt = self.next_write()
-        return None if nxt is None else str(nxt["name"])
+        """The tool of the request the user is speaking of now (``None``: no write remains; the oracle's status
+        only): the write not done yet whose records the user's last message names most (an order by its id, an
+        item by its name); none named, the one spoken of before while it is not done; else the next expected
+        write. A person who says "for order #1, exchange the kettle" speaks of the exchange, whatever order the
+        task's expected writes list it in."""
+        pending = [(i, a) for i, a in self.writes if i not in self.done]
+        if not pending:
+            return None
+        last = _norm(self.said[-1]) if self.said else ""
+        score, _, best = max((self._mentions(a, last), -k, i) for k, (i, a) in enumerate(pending))
+        if score > 0:
+            self._focus = best
+        elif self._focus not in {i for i, _ in pending}:
+            self._focus = pending[0][0]
+        return str(self.actions[self._focus]["name"])
+
+    def record_names(self, write: Mapping[str, Any]) -> list[str]:
+        """What a person calls the records a write's arguments name (item ids → product names). Default: none."""
+        return []
+
+    def _mentions(self, write: Mapping[str, Any], said: str) -> int:
+        """How many of a write's records ``said`` (normalised) names: ids of four or more characters said as they
+        are stored, and the names a person calls the records by."""
+        if not said:
+            return 0
+        values = [str(v) for v in write.get("arguments", {}).values() if not isinstance(v, list | dict)]
+        ids = {_norm(v) for v in values if re.search(r"\d", v) and len(v.strip("#")) >= 4}
+        names = {_norm(n) for n in self.record_names(write) if n.strip()}
+        padded = f" {said} "
+        return sum(f" {x} " in padded for x in (ids | names) if x)
 
     def _say(self, text: str | None, rule: str, repeated: bool = False) -> UserReply:
         if text is None:
@@ -433,9 +462,12 @@ class InstructedUser(TaskUser):
         out = list(dict.fromkeys(out))
         return " ".join(out) if out else None
 
+    def record_names(self, write: Mapping[str, Any]) -> list[str]:
+        return [n for vals in self.vocab.names(write["arguments"]).values() for n in vals]
+
     def _about(self, write: Mapping[str, Any]) -> list[str]:
         """The sentences of the instructions about one write (its records by name or id), else all of them."""
-        names = [n for vals in self.vocab.names(write["arguments"]).values() for n in vals]
+        names = self.record_names(write)
         oid = str(write["arguments"].get("order_id", "")).lstrip("#")
         hits = [s for s in self.instructions.sentences
                 if (oid and oid in s) or any(_norm(n) in _norm(s) for n in names)]
@@ -468,8 +500,11 @@ class InstructedUser(TaskUser):
                 text = ids[self._identity_next]
             return text, "identity"
         stems = {w[:5] for w in _WORDS.findall(asked.lower())}
+        asked_topics = set(self._topics(asked))
         for i, (cond, then) in enumerate(self.instructions.answers):  # "if asked for X, say Y": in order, once each
-            if all(w[:5] in stems for w in cond) and i not in self._conditions_used:
+            topics = set(self._topics(" ".join(sorted(cond))))  # "the cancellation reason" is asked by "why …?"
+            if i not in self._conditions_used and (all(w[:5] in stems for w in cond)
+                                                   or (topics and topics <= asked_topics)):
                 self._conditions_used.add(i)
                 return then, "instructed"
         if self._last_rule == "no" and (self.vocab.change.search(asked) or not self._topics(asked)):

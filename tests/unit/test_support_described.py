@@ -698,3 +698,47 @@ def test_a_write_with_orders_of_its_request_still_queued_keeps_the_request_open(
     facts = TurnFacts(session_id="s", user_text="ok", user_texts=[*said, "ok"], state=state)
     pack.restore(facts)
     assert pack.snapshot_values(facts)["order_id"] == "#W2"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Ship #W2000002 to the same address as order #W1000001, please.", ["#W1000001"]),
+    ("For #W2000002, use the address of my order #W1000001.", ["#W1000001"]),
+    ("Send #W2000002 to the same place as #W1000001.", ["#W1000001"]),
+    ("Cancel #W2000002 and #W1000001.", []),  # two orders to change: neither is where an address comes from
+    ("The same as before, please.", []),
+])
+def test_an_order_named_as_where_an_address_comes_from_is_a_reference(text, expected):
+    from pipelines.domains.support.pack import referenced_orders
+
+    assert referenced_orders(text) == expected
+
+
+def test_an_address_given_as_another_orders_is_that_orders_whole_address_on_the_order_in_question():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    home = {"address1": "4 Elm Row", "address2": "Apt 2", "city": "Reno", "state": "NV", "country": "USA",
+            "zip": "89501"}
+    there = {"address1": "9 Pine Court", "address2": "", "city": "Salem", "state": "OR", "country": "USA",
+             "zip": "97301"}
+    records.add_all({"order_id": ["#W1000001", "#W2000002"], "address1": ["4 Elm Row", "9 Pine Court"],
+                     "address2": ["Apt 2"], "city": ["Reno", "Salem"], "state": ["NV", "OR"], "country": ["USA"],
+                     "address_zip": ["89501", "97301"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump(), "addresses": [home, there],
+             "orders": {"#W1000001": {"status": "pending", "items": [], "paid_with": "p", "address": there},
+                        "#W2000002": {"status": "pending", "items": [], "paid_with": "p", "address": home}}}
+    text = "For order #W2000002, change the address to be the same as order #W1000001."
+    facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=state)
+    pack.restore(facts)
+    pack.snapshot_values(facts)
+    c = facts.candidates
+    assert c.of("order_id") == ["#W2000002"]  # the order to change, not the one the address comes from
+    assert (c.of("address1"), c.of("address2"), c.of("city"), c.of("address_zip")) == (
+        ["9 Pine Court"], [], ["Salem"], ["97301"])  # #W1000001's address as a whole, its empty line empty
+    unread = "For order #W2000002, change the address to be the same as order #W3000003."  # not read: no address yet
+    facts = TurnFacts(session_id="s", user_text=unread, user_texts=[unread], state=state)
+    pack.restore(facts)
+    pack.snapshot_values(facts)
+    assert facts.candidates.of("address1") == [] and facts.candidates.of("order_id") == ["#W2000002"]

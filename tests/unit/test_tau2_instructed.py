@@ -118,3 +118,45 @@ def test_the_split_is_fixed_by_its_seed_and_halves_the_tasks():
     assert halves == split_half(list(reversed(ids)))  # file order does not matter
     assert sum(h == "studied" for h in halves.values()) == 6 and set(halves.values()) == {"studied", "measured"}
     assert split_half(ids, seed=SPLIT_SEED + 1) != halves
+
+
+def two_writes_task() -> dict:
+    """A kettle exchange listed first and a cancellation of a second order listed after it."""
+    t = task(reason="You want to cancel order #W7000002 as it is not needed any more. You also want to swap the "
+                    "kettle for a larger one, paying with PayPal.")
+    t["evaluation_criteria"]["actions"].append(
+        {"name": "cancel_pending_order", "arguments": {"order_id": "#W7000002", "reason": "no longer needed"}})
+    return t
+
+
+def test_the_oracle_follows_the_request_the_user_speaks_of_not_the_order_the_writes_are_listed_in():
+    u = InstructedUser(two_writes_task(), CARD_TOOLS, vocab=instructed_vocabulary(DB), max_turns=8)
+    assert u.pursuing() == "exchange_delivered_order_items"  # nothing said yet: the first expected write
+    u.opening()  # "I want to cancel order #W7000002 as it is not needed any more."
+    assert u.pursuing() == "cancel_pending_order"  # its order, by id
+    u.said.append("Okay.")
+    assert u.pursuing() == "cancel_pending_order"  # named nothing: the request spoken of before goes on
+    u.said.append("And the Electric Kettle, a larger one.")
+    assert u.pursuing() == "exchange_delivered_order_items"  # its item, by name
+    u.done.add(1)  # the exchange is done: the cancellation is all that is left, whatever was said last
+    assert u.pursuing() == "cancel_pending_order"
+    u.done.add(2)
+    assert u.pursuing() is None
+
+
+def test_an_id_said_as_part_of_a_longer_id_names_no_record():
+    u = InstructedUser(two_writes_task(), CARD_TOOLS, vocab=instructed_vocabulary(DB), max_turns=8)
+    write = {"name": "cancel_pending_order", "arguments": {"order_id": "#W7000002", "reason": "no longer needed"}}
+    assert u._mentions(write, "order w7000002 please") == 1
+    assert u._mentions(write, "order w70000021 please") == 0  # another id that starts the same
+    assert u._mentions(write, "") == 0
+
+
+def test_a_conditional_answer_fires_on_a_question_of_its_topic_in_other_words():
+    reason = "You want to cancel order #W7000002. If the agent asks about the reason for cancelling, mention a typo."
+    u = user(reason=reason)
+    assert conditionals(reason) == [(frozenset({"reason", "cancelling"}), "A typo.")]
+    r = u.respond(AssistantTurn(question="Why would you like to cancel: no longer needed, or ordered by mistake?"))
+    assert (r.text, r.rule) == ("A typo.", "instructed")  # "why" asks for the reason
+    v = user(reason=reason)
+    assert v.respond(AssistantTurn(question="Which order do you mean?")).rule != "instructed"  # another topic

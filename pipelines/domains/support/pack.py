@@ -103,7 +103,7 @@ class SupportState(BaseModel):
         "order_id, options}.")
     orders: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="The user's orders as read: order id → {status, items (product names), "
-        "paid_with (the payment method of its first payment)}.")
+        "paid_with (the payment method of its first payment), address (where it ships)}.")
     variants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="Observed products of the user's orders: product id → variant id → "
         "{options, available}.")
@@ -165,6 +165,19 @@ def _request_texts(facts: TurnFacts, state: SupportState) -> list[str]:
     return texts[min(state.request_from, len(texts) - 1):]
 
 
+#: An order named as the source of an address, not as the order to change: "the same (address) as order #W2",
+#: "the address of my order #W2", "like the one on order #W2".
+_AS_ORDER = re.compile(r"\b(?:(?:the\s+)?same\s+(?:\w+\s+){0,2}as|address\s+(?:of|on|from|in)|like(?:\s+the\s+one)?"
+                       r"(?:\s+(?:of|on|in|for))?)\s+(?:(?:my|the|that\s+of|the\s+one\s+(?:of|on|for))\s+)?"
+                       r"(?:order\s+)?(?P<rest>\S+)", re.I)
+
+
+def referenced_orders(text: str) -> list[str]:
+    """The orders ``text`` names as where an address comes from ("the same as order #W2"): not the order in
+    question."""
+    return [o for m in _AS_ORDER.finditer(text) for o in extract_user_candidates(m.group("rest")).get("order_id", [])]
+
+
 def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> str | None:
     """The order the user named this turn, else the one they named last in the session (an answer to a
     question — who are you? why? — goes on with the request it interrupted), unless the turn found the order by
@@ -176,7 +189,8 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
     for at in range(len(texts) - 1, first - 1, -1):
         if selected.get("id") and int(selected.get("at", -1)) >= at:
             return str(selected["id"])
-        typed = extract_user_candidates(texts[at]).get("order_id")
+        typed = [o for o in extract_user_candidates(texts[at]).get("order_id", [])
+                 if o not in referenced_orders(texts[at])]
         if typed:
             return str(typed[-1])
         if state is not None:  # items of one read order, and of no other, described in this text: that order
@@ -399,6 +413,13 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
             if kind in newest or kind != "country":
                 facts.candidates.keep(kind, [newest[kind]] if kind in newest else [])
         return
+    for text in reversed(texts):  # "the same address as order #W2": that order's address, once read
+        sources = [state.orders[o]["address"] for o in referenced_orders(text)
+                   if (state.orders.get(o) or {}).get("address")]
+        if sources:
+            for field_name, kind in _FIELD_KIND.items():
+                facts.candidates.keep(kind, [sources[-1][field_name]] if sources[-1].get(field_name) else [])
+            return
     named = [a for a in state.addresses if a.get("city") and appears_in(a["city"], texts)]
     if len({a.get("address1") for a in named}) == 1:
         for field_name, kind in _FIELD_KIND.items():
@@ -683,7 +704,8 @@ class SupportPack(PackBase):
                 state.orders[str(result.get("order_id", ""))] = {
                     "status": str(result.get("status", "")),
                     "items": [str(i.get("name", "")) for i in result.get("items") or [] if isinstance(i, Mapping)],
-                    "paid_with": paid[0] if paid else ""}
+                    "paid_with": paid[0] if paid else "",
+                    "address": {k: str(v) for k, v in (result.get("address") or {}).items() if isinstance(v, str)}}
             if tool in ("get_user_details", "get_order_details") and owner and result.get("user_id") == owner:
                 address = {k: str(v) for k, v in (result.get("address") or {}).items() if isinstance(v, str)}
                 if address.get("address1") and address not in state.addresses:
