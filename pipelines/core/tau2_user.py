@@ -241,6 +241,15 @@ class Instructions:
                    answers=tuple(conditionals(reason)))
 
 
+def _topic_of(key: str) -> str | None:
+    """The topic of a write's argument: what a person calls the thing it sets."""
+    if key in ("order_id", "payment_method_id", "reason"):
+        return {"order_id": "order", "payment_method_id": "payment", "reason": "reason"}[key]
+    if key.startswith(("address", "city", "state", "zip", "country")):
+        return "address"
+    return "item" if key.endswith(("item_ids", "item_id")) else None
+
+
 def _norm(text: str) -> str:
     return " ".join(_WORDS.findall(text.lower()))
 
@@ -312,7 +321,8 @@ class TaskUser:
         are stored, and the names a person calls the records by."""
         if not said:
             return 0
-        values = [str(v) for v in write.get("arguments", {}).values() if not isinstance(v, list | dict)]
+        values = [str(x) for v in write.get("arguments", {}).values() if not isinstance(v, dict)
+                  for x in (v if isinstance(v, list) else [v])]
         ids = {_norm(v) for v in values if re.search(r"\d", v) and len(v.strip("#")) >= 4}
         names = {_norm(n) for n in self.record_names(write) if n.strip()}
         padded = f" {said} "
@@ -432,7 +442,9 @@ class InstructedUser(TaskUser):
         card_id, params = self._refused[-1]
         tool = self.card_tools.get(card_id)
         pending = [a for i, a in self.writes if i not in self.done]
-        want = next((a for a in pending if a["name"] == tool), None)
+        same_tool = [a for a in pending if a["name"] == tool]  # the one of the card's order first: what it is about
+        want = next((a for a in same_tool if _same(params.get("order_id"), a["arguments"].get("order_id"))),
+                    same_tool[0] if same_tool else None)
         if want is None:
             nxt = pending[0] if pending else None
             if nxt is None:
@@ -455,15 +467,20 @@ class InstructedUser(TaskUser):
             if missing:
                 out.append("Also the " + " and the ".join(missing) + ".")
             if not extra and not missing:
-                topic = {"order_id": "order", "payment_method_id": "payment", "reason": "reason"}.get(
-                    key, "address" if key.startswith(("address", "city", "state", "zip", "country")) else "item")
-                line = self._topic_answer([topic])
+                line = self._topic_answer([_topic_of(key) or "item"])
                 out.append(line or f"Not that {key.replace('_id', '').replace('_', ' ')}.")
         out = list(dict.fromkeys(out))
         return " ".join(out) if out else None
 
     def record_names(self, write: Mapping[str, Any]) -> list[str]:
         return [n for vals in self.vocab.names(write["arguments"]).values() for n in vals]
+
+    def _mentions(self, write: Mapping[str, Any], said: str) -> int:
+        """Its records named (:meth:`TaskUser._mentions`), and one more for each of its arguments' topics other than
+        the order and the items that ``said`` speaks of ("… to my NYC address": an address change)."""
+        topics = {_topic_of(k) for k in write.get("arguments", {})} - {"order", "item", None}
+        told = sum(1 for t in topics if (rx := self.vocab.facts.get(t)) is not None and said and rx.search(said))
+        return super()._mentions(write, said) + told
 
     def _about(self, write: Mapping[str, Any]) -> list[str]:
         """The sentences of the instructions about one write (its records by name or id), else all of them."""

@@ -742,3 +742,45 @@ def test_an_address_given_as_another_orders_is_that_orders_whole_address_on_the_
     pack.restore(facts)
     pack.snapshot_values(facts)
     assert facts.candidates.of("address1") == [] and facts.candidates.of("order_id") == ["#W2000002"]
+
+
+def test_a_one_word_compound_is_named_by_its_head_when_no_other_item_ends_in_it():
+    items = {"1": {"name": "Wristwatch", "product_id": "w"}, "2": {"name": "Bookshelf", "product_id": "b"},
+             "3": {"name": "Backpack", "product_id": "p"}}
+    assert described_items(items, ["change my watch for a black dial"]) == ["1"]  # wrist-watch: a watch
+    assert described_items(items, ["the shelf, 4 foot"]) == ["2"]
+    assert described_items(items, ["my pack"]) == []  # a head under five letters names nothing
+    assert described_items(items, ["the twatch"]) == ["1"]  # any tail of five letters or more after three
+    assert described_items(items, ["the wrist"]) == []  # the first part is no head
+    both = {**items, "4": {"name": "Smart Watch", "product_id": "s"}}
+    assert described_items(both, ["my watch"]) == []  # two products end in "watch": neither is named by it
+    assert described_items(both, ["my smart watch"]) == ["4"]
+
+
+def test_a_city_is_also_said_by_its_common_short_name():
+    from pipelines.domains.support.candidates import said_as
+
+    assert said_as("city", "New York") == ["NYC", "N.Y.C.", "New York City"]
+    assert said_as("city", "Reno") == [] and said_as("state", "NY") == ["new york"]
+
+
+def test_an_address_named_by_the_citys_short_name_is_that_whole_address():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    ny = {"address1": "7 Birch Lane", "address2": "Floor 3", "city": "New York", "state": "NY", "country": "USA",
+          "zip": "10002"}
+    home = {"address1": "4 Elm Row", "address2": "", "city": "Reno", "state": "NV", "country": "USA", "zip": "89501"}
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001"], "address1": ["7 Birch Lane", "4 Elm Row"], "address2": ["Floor 3"],
+                     "city": ["New York", "Reno"], "state": ["NY", "NV"], "country": ["USA"],
+                     "address_zip": ["10002", "89501"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump(), "addresses": [home, ny],
+             "orders": {"#W1000001": {"status": "pending", "items": [], "paid_with": "p", "address": home}}}
+    for text, expected in (("Ship order #W1000001 to the flat in NYC.", ["7 Birch Lane"]),
+                           ("Ship order #W1000001 to the flat in NC.", [])):  # no city of theirs: none
+        facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=state)
+        pack.restore(facts)
+        pack.snapshot_values(facts)
+        assert facts.candidates.of("address1") == expected, text

@@ -160,3 +160,33 @@ def test_a_conditional_answer_fires_on_a_question_of_its_topic_in_other_words():
     assert (r.text, r.rule) == ("A typo.", "instructed")  # "why" asks for the reason
     v = user(reason=reason)
     assert v.respond(AssistantTurn(question="Which order do you mean?")).rule != "instructed"  # another topic
+
+
+def test_a_write_whose_topic_the_user_speaks_of_outweighs_one_it_does_not():
+    t = two_writes_task()
+    t["evaluation_criteria"]["actions"].insert(1, {"name": "modify_pending_order_address", "arguments": {
+        "order_id": "#W7000001", "address1": "5 Oak Road", "address2": "", "city": "Reno", "state": "NV",
+        "country": "USA", "zip": "89501"}})
+    tools = {**CARD_TOOLS, "card.modify_address": "modify_pending_order_address"}
+    u = InstructedUser(t, tools, vocab=instructed_vocabulary(DB), max_turns=8)
+    u.said.append("Please send the order with my Electric Kettle to my other address.")
+    assert u.pursuing() == "modify_pending_order_address"  # the kettle (1) and the address (1): listed first
+    u.said.append("The Electric Kettle should be a larger one, paid with PayPal.")
+    assert u.pursuing() == "exchange_delivered_order_items"  # the kettle (1) and the payment (1) against none
+
+
+def test_what_a_refused_card_misses_is_said_against_the_write_on_the_same_order():
+    db = {**DB, "orders": {**DB["orders"], "#W7000003": {"order_id": "#W7000003", "user_id": "nadia_okafor_1",
+          "status": "delivered", "items": [{"name": "Desk Lamp", "product_id": "PL", "item_id": "L1", "options": {}},
+                                           {"name": "Tea Tray", "product_id": "PT", "item_id": "T1", "options": {}}]}},
+          "products": {**DB["products"], "PL": {"name": "Desk Lamp", "variants": {"L2": {"options": {}}}},
+                       "PT": {"name": "Tea Tray", "variants": {"T2": {"options": {}}}}}}
+    t = task()
+    t["evaluation_criteria"]["actions"].append({"name": "exchange_delivered_order_items", "arguments": {
+        "order_id": "#W7000003", "item_ids": ["L1", "T1"], "new_item_ids": ["L2", "T2"], "payment_method_id": "paypal_2"}})
+    u = InstructedUser(t, CARD_TOOLS, vocab=instructed_vocabulary(db), max_turns=8)
+    u.opening()
+    card = {"order_id": "#W7000003", "item_ids": ["L1"], "new_item_ids": ["L2"], "payment_method_id": "paypal_2"}
+    assert u.respond(AssistantTurn(cards=(("card.exchange_items", card),))).rule == "no"
+    r = u.respond(AssistantTurn(question="What should I change about it?"))
+    assert (r.text, r.rule) == ("Also the Tea Tray.", "what_differs")  # not "Not the Desk Lamp": the kettle's write

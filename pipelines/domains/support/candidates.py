@@ -152,11 +152,20 @@ _TYPED_ADDRESS = re.compile(
 _STATE_OF_CODE = {code: name for name, code in STATE_NAMES.items()}
 
 
+#: Cities as people name them in short (the abbreviations in common use, with their dots or without).
+CITY_SHORT: dict[str, tuple[str, ...]] = {
+    "new york": ("NYC", "N.Y.C.", "New York City"), "los angeles": ("L.A.",), "san francisco": ("SF", "S.F."),
+    "washington": ("D.C.", "DC"), "philadelphia": ("Philly",), "las vegas": ("Vegas",),
+}
+
+
 def said_as(kind: str, value: str) -> list[str]:
     """How a user says a value of ``kind`` other than as it is stored: a state's code by its name ("NY" →
-    "New York")."""
+    "New York"), a city by its short name ("New York" → "NYC")."""
     if kind == "state" and str(value).upper() in _STATE_OF_CODE:
         return [_STATE_OF_CODE[str(value).upper()]]
+    if kind == "city":
+        return list(CITY_SHORT.get(str(value).strip().lower(), ()))
     return []
 
 
@@ -332,15 +341,31 @@ _LEAVE_OUT = re.compile(r"(?:\bnot|\bno|\bexcept(?: for)?|\bwithout|\bkeep(?:ing
 _ONLY = re.compile(r"\bonly\s+(?:(?:the|my|a|an|that|this)\s+)?$")
 
 
-def _mentions(name: str, text: str, *, head: bool) -> list[str]:
+def _head_words(tokens: Sequence[str]) -> list[str]:
+    """The words a product is called by alone: the last word of a name of two words or more (four letters or
+    more: "watch" for Smart Watch), or the tail of a one-word compound (English compounds end in their head:
+    "watch" for Wristwatch, "shelf" for Bookshelf; five letters or more after three or more)."""
+    if len(tokens) >= 2:
+        return [tokens[-1]] if len(tokens[-1]) >= 4 else []
+    if len(tokens) == 1 and len(tokens[0]) >= 8:
+        word = tokens[0]
+        return [word[i:] for i in range(3, len(word) - 4)]
+    return []
+
+
+def _mentions(name: str, text: str, *, head: bool, heads: Sequence[str] | None = None) -> list[str]:
     """How ``text`` mentions the product ``name``: ``named``, ``left_out`` or ``only`` per mention. A name of one
-    word is also mentioned split in two ("book shelf" for Bookshelf)."""
+    word is also mentioned split in two ("book shelf" for Bookshelf). With ``head``, by one of its head words
+    alone (``heads``, default all of :func:`_head_words`)."""
     tokens = _tokens(name)
-    if not tokens or (head and (len(tokens) < 2 or len(tokens[-1]) < 4)):
+    words = (_head_words(tokens) if heads is None else list(heads)) if head else []
+    if not tokens or (head and not words):
         return []
-    rx = _name_pattern(tokens[-1:] if head else tokens)
     norm = normalize_value(text)
-    starts = [m.start() for m in rx.finditer(norm)]
+    if head:
+        starts = [m.start() for w in words for m in _name_pattern([w]).finditer(norm)]
+    else:
+        starts = [m.start() for m in _name_pattern(tokens).finditer(norm)]
     if not head and len(tokens) == 1 and len(tokens[0]) >= 7:
         word = tokens[0]
         split = "|".join(re.escape(word[:i]) + r"\s+" + re.escape(word[i:]) for i in range(3, len(word) - 2))
@@ -376,8 +401,8 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
     heads: dict[str, set[str]] = {}
     for info in items.values():
         toks = _tokens(str(info.get("name") or ""))
-        if toks:
-            heads.setdefault(toks[-1], set()).add(str(info.get("product_id") or info.get("name")))
+        for word in [*toks[-1:], *_head_words(toks)]:
+            heads.setdefault(word, set()).add(str(info.get("product_id") or info.get("name")))
     firsts: dict[str, set[str]] = {}
     for info in items.values():
         toks = _tokens(str(info.get("name") or ""))
@@ -389,10 +414,11 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
         for iid, info in items.items():
             name = str(info.get("name") or "")
             toks = _tokens(name)
-            unique_head = bool(toks) and len(heads.get(toks[-1], ())) == 1
+            unique_heads = [w for w in _head_words(toks) if len(heads.get(w, ())) == 1]
             # its first word alone when distinctive: six letters or more, no other product starts with it ("jigsaw")
             unique_first = len(toks) > 1 and len(toks[0]) >= 6 and len(firsts.get(toks[0], ())) == 1
-            kinds = (_mentions(name, text, head=False) or (_mentions(name, text, head=True) if unique_head else [])
+            kinds = (_mentions(name, text, head=False)
+                     or (_mentions(name, text, head=True, heads=unique_heads) if unique_heads else [])
                      or (_mentions(toks[0], text, head=False) if unique_first and _as_noun(toks[0], text) else []))
             if not kinds:
                 continue

@@ -48,6 +48,7 @@ from .candidates import (
     names_payment,
     price_wanted,
     record_candidates,
+    said_as,
     says_original_payment,
     slot_candidates,
     slot_schema,
@@ -420,7 +421,8 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
             for field_name, kind in _FIELD_KIND.items():
                 facts.candidates.keep(kind, [sources[-1][field_name]] if sources[-1].get(field_name) else [])
             return
-    named = [a for a in state.addresses if a.get("city") and appears_in(a["city"], texts)]
+    named = [a for a in state.addresses if a.get("city")
+             and any(appears_in(c, texts) for c in (a["city"], *said_as("city", a["city"])))]
     if len({a.get("address1") for a in named}) == 1:
         for field_name, kind in _FIELD_KIND.items():
             facts.candidates.keep(kind, [named[0][field_name]] if named[0].get(field_name) else [])
