@@ -784,3 +784,13 @@ def test_an_address_named_by_the_citys_short_name_is_that_whole_address():
         pack.restore(facts)
         pack.snapshot_values(facts)
         assert facts.candidates.of("address1") == expected, text
+    said = ["I moved back to Reno for a while.", "Not there after all: ship order #W1000001 to the flat in NYC."]
+    facts = TurnFacts(session_id="s", user_text=said[-1], user_texts=said, state=state)
+    pack.restore(facts)
+    pack.snapshot_values(facts)
+    assert facts.candidates.of("address1") == ["7 Birch Lane"]  # the newest text that names a city decides
+    both = "Ship order #W1000001 to NYC or Reno, whichever."
+    facts = TurnFacts(session_id="s", user_text=both, user_texts=[both], state=state)
+    pack.restore(facts)
+    pack.snapshot_values(facts)
+    assert facts.candidates.of("address1") == []  # two cities of theirs in one text: neither

@@ -405,7 +405,8 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
     """An address is one whole: the newest address the user spelled out gives every field of a new address (a line
     it leaves out is empty, a field it leaves out is asked; the country may be the one of their records) — never a
     field of another address on record; with none spelled out, an address of their records they name by its city
-    ("my daughter's address in Chicago") is that whole address; with neither, no address is a candidate (an
+    ("my daughter's address in Chicago"; the newest text that names one, by its name or short name) is that whole
+    address; with neither, no address is a candidate (an
     address on record is no new one)."""
     typed = [a for t in texts for a in typed_addresses(t)]
     if typed:
@@ -421,8 +422,12 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
             for field_name, kind in _FIELD_KIND.items():
                 facts.candidates.keep(kind, [sources[-1][field_name]] if sources[-1].get(field_name) else [])
             return
-    named = [a for a in state.addresses if a.get("city")
-             and any(appears_in(c, texts) for c in (a["city"], *said_as("city", a["city"])))]
+    named: list[dict[str, str]] = []
+    for text in reversed(texts):  # the newest text that names a city of theirs decides ("not Seattle: NYC")
+        named = [a for a in state.addresses if a.get("city")
+                 and any(appears_in(c, [text]) for c in (a["city"], *said_as("city", a["city"])))]
+        if named:
+            break
     if len({a.get("address1") for a in named}) == 1:
         for field_name, kind in _FIELD_KIND.items():
             facts.candidates.keep(kind, [named[0][field_name]] if named[0].get(field_name) else [])
