@@ -794,3 +794,16 @@ def test_an_address_named_by_the_citys_short_name_is_that_whole_address():
     pack.restore(facts)
     pack.snapshot_values(facts)
     assert facts.candidates.of("address1") == []  # two cities of theirs in one text: neither
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("send back the tea tray I received with the desk lamp", ["t"]),  # the lamp says which order: not returned
+    ("the tea tray that came along with my desk lamp", ["t"]),
+    ("the tea tray I got together with the desk lamp", ["t"]),
+    ("send back the tea tray with the desk lamp", ["t", "l"]),  # "with" alone adds it
+    ("send back the tea tray and the desk lamp I got with it", ["t", "l"]),
+    ("the desk lamp I ordered with the tea tray, and the tea tray too", ["t", "l"]),  # named again after
+])
+def test_an_item_named_to_say_where_another_came_from_is_not_itself_named(text, expected):
+    items = {"t": {"name": "Tea Tray", "product_id": "pt"}, "l": {"name": "Desk Lamp", "product_id": "pl"}}
+    assert described_items(items, [text]) == expected

@@ -339,6 +339,10 @@ _LEAVE_OUT = re.compile(r"(?:\bnot|\bno|\bexcept(?: for)?|\bwithout|\bkeep(?:ing
                         r"\bbesides|\bleav(?:e|ing)|\binstead of|\bdon'?t (?:want|need)|\bdo not (?:want|need))"
                         r"\s+(?:(?:the|my|a|an|that|this|any)\s+)?$")
 _ONLY = re.compile(r"\bonly\s+(?:(?:the|my|a|an|that|this)\s+)?$")
+#: Words right before an item's name that use it to say which order is meant ("the backpack I received with the
+#: vacuum cleaner", "the lamp that came along with my kettle"): the item is where the other one is, not changed.
+_ALONG = re.compile(r"\b(?:received|got|came|bought|ordered|arrived|delivered|shipped|purchased)\s+(?:\w+\s+)?"
+                    r"(?:(?:together|along)\s+)?with\s+(?:(?:the|my|a|an|that|this)\s+)?$")
 
 
 def _head_words(tokens: Sequence[str]) -> list[str]:
@@ -373,7 +377,8 @@ def _mentions(name: str, text: str, *, head: bool, heads: Sequence[str] | None =
     out = []
     for start in sorted(starts):
         before = norm[max(0, start - 40):start]
-        out.append("left_out" if _LEAVE_OUT.search(before) else "only" if _ONLY.search(before) else "named")
+        out.append("left_out" if _LEAVE_OUT.search(before) else "only" if _ONLY.search(before)
+                   else "along" if _ALONG.search(before) else "named")
     return out
 
 
@@ -420,6 +425,7 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
             kinds = (_mentions(name, text, head=False)
                      or (_mentions(name, text, head=True, heads=unique_heads) if unique_heads else [])
                      or (_mentions(toks[0], text, head=False) if unique_first and _as_noun(toks[0], text) else []))
+            kinds = [k for k in kinds if k != "along"]  # it says where the others are: neither named nor left out
             if not kinds:
                 continue
             {"named": named, "left_out": left, "only": only}[kinds[-1] if "only" not in kinds else "only"].append(iid)
