@@ -703,7 +703,11 @@ def test_a_write_with_orders_of_its_request_still_queued_keeps_the_request_open(
 @pytest.mark.parametrize(("text", "expected"), [
     ("Ship #W2000002 to the same address as order #W1000001, please.", ["#W1000001"]),
     ("For #W2000002, use the address of my order #W1000001.", ["#W1000001"]),
+    ("Change the address of #W2000002 to the shipping address of order #W1000001.", ["#W1000001"]),
     ("Send #W2000002 to the same place as #W1000001.", ["#W1000001"]),
+    ("Ship it like the one for order #W1000001.", ["#W1000001"]),
+    ("I'd like to change the shipping address of order #W2000002.", []),  # the address to change
+    ("I would like order #W2000002 sent elsewhere.", []),
     ("Cancel #W2000002 and #W1000001.", []),  # two orders to change: neither is where an address comes from
     ("The same as before, please.", []),
 ])

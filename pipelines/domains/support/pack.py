@@ -167,10 +167,10 @@ def _request_texts(facts: TurnFacts, state: SupportState) -> list[str]:
 
 
 #: An order named as the source of an address, not as the order to change: "the same (address) as order #W2",
-#: "the address of my order #W2", "like the one on order #W2".
-_AS_ORDER = re.compile(r"\b(?:(?:the\s+)?same\s+(?:\w+\s+){0,2}as|address\s+(?:of|on|from|in)|like(?:\s+the\s+one)?"
-                       r"(?:\s+(?:of|on|in|for))?)\s+(?:(?:my|the|that\s+of|the\s+one\s+(?:of|on|for))\s+)?"
-                       r"(?:order\s+)?(?P<rest>\S+)", re.I)
+#: "to the address of my order #W2", "like the one on order #W2" (not "the address of order #W2": the one to change).
+_AS_ORDER = re.compile(r"\b(?:(?:the\s+)?same\s+(?:\w+\s+){0,2}as|(?:to|use|using|with)\s+(?:the\s+)?(?:\w+\s+)?"
+                       r"address\s+(?:of|on|from|in)|like\s+the\s+one\s+(?:of|on|in|for))\s+"
+                       r"(?:(?:my|the|that\s+of)\s+)?(?:order\s+)?(?P<rest>\S+)", re.I)
 
 
 def referenced_orders(text: str) -> list[str]:
