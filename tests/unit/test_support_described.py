@@ -811,3 +811,25 @@ def test_an_address_named_by_the_citys_short_name_is_that_whole_address():
 def test_an_item_named_to_say_where_another_came_from_is_not_itself_named(text, expected):
     items = {"t": {"name": "Tea Tray", "product_id": "pt"}, "l": {"name": "Desk Lamp", "product_id": "pl"}}
     assert described_items(items, [text]) == expected
+
+
+def test_its_item_is_the_one_item_of_the_order_in_question_and_no_item_of_an_order_with_two():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001", "#W2000002"], "item_id": ["u1", "t1", "l1"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump(),
+             "items": {"u1": {"name": "Umbrella", "product_id": "pu", "order_id": "#W1000001"},
+                       "t1": {"name": "Tea Tray", "product_id": "pt", "order_id": "#W2000002"},
+                       "l1": {"name": "Desk Lamp", "product_id": "pl", "order_id": "#W2000002"}},
+             "orders": {"#W1000001": {"status": "pending", "items": ["Umbrella"], "paid_with": "p"},
+                        "#W2000002": {"status": "pending", "items": ["Tea Tray", "Desk Lamp"], "paid_with": "p"}}}
+    for text, expected in (("For order #W1000001, change its item to a red one.", ["u1"]),
+                           ("For order #W2000002, change its item to a red one.", []),  # two: which is asked
+                           ("For order #W1000001, make it red.", [])):  # no item spoken of
+        facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=state)
+        pack.restore(facts)
+        pack.snapshot_values(facts)
+        assert facts.candidates.of("item_id") == expected, text

@@ -224,13 +224,20 @@ def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
     return None
 
 
+#: An item spoken of by the order it is in, not by its name ("its item", "the product on that order").
+_ITS_ITEM = re.compile(r"\b(?:its|the|that|this|the order'?s)\s+(?:item|product|article)\b(?!\s+(?:of|in|on)\s+"
+                       r"(?:the|my)\s+(?:other|second|first))", re.I)
+
+
 def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
-    """The items of the order in question the user named by product name ("all the items": every one)."""
+    """The items of the order in question the user named by product name ("all the items": every one; "its item"
+    of an order that holds one item: that one)."""
     texts = _request_texts(facts, state)
     scoped = _scoped_items(facts, state)
     named = described_items(scoped, texts)
-    if not named and says_all_items(texts) and _order_in_question(facts, state):
-        named = list(scoped)  # "all the items of the order"
+    if not named and _order_in_question(facts, state):
+        if says_all_items(texts) or (len(scoped) == 1 and any(_ITS_ITEM.search(t) for t in texts)):
+            named = list(scoped)  # "all the items of the order"; "its item" when it holds one
     return named
 
 
