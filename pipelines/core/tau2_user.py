@@ -318,10 +318,12 @@ class TaskUser:
 
     def _mentions(self, write: Mapping[str, Any], said: str) -> int:
         """How many of a write's records ``said`` (normalised) names: ids of four or more characters said as they
-        are stored, and the names a person calls the records by."""
+        are stored (not who the user is: a user id or email names no request), and the names a person calls the
+        records by."""
         if not said:
             return 0
-        values = [str(x) for v in write.get("arguments", {}).values() if not isinstance(v, dict)
+        values = [str(x) for k, v in write.get("arguments", {}).items()
+                  if not isinstance(v, dict) and not k.endswith(("user_id", "email"))  # who they are: no request
                   for x in (v if isinstance(v, list) else [v])]
         ids = {_norm(v) for v in values if re.search(r"\d", v) and len(v.strip("#")) >= 4}
         names = {_norm(n) for n in self.record_names(write) if n.strip()}

@@ -8,6 +8,7 @@ from pipelines.core.evaluation import AssistantTurn
 from pipelines.core.tau2_user import (
     SPLIT_SEED,
     InstructedUser,
+    _norm,
     conditionals,
     identity_lines,
     sayable,
@@ -150,6 +151,9 @@ def test_an_id_said_as_part_of_a_longer_id_names_no_record():
     assert u._mentions(write, "order w7000002 please") == 1
     assert u._mentions(write, "order w70000021 please") == 0  # another id that starts the same
     assert u._mentions(write, "") == 0
+    profile = {"name": "modify_user_address", "arguments": {"user_id": "nadia_okafor_1", "zip": "60614"}}
+    assert u._mentions(profile, _norm("My user id is nadia_okafor_1.")) == 0  # who they are names no request
+    assert u._mentions(profile, _norm("Move me to zip 60614.")) == 1
 
 
 def test_a_conditional_answer_fires_on_a_question_of_its_topic_in_other_words():
