@@ -243,8 +243,9 @@ class Instructions:
 
 def _topic_of(key: str) -> str | None:
     """The topic of a write's argument: what a person calls the thing it sets."""
-    if key in ("order_id", "payment_method_id", "reason"):
-        return {"order_id": "order", "payment_method_id": "payment", "reason": "reason"}[key]
+    named = {"order_id": "order", "payment_method_id": "payment", "reason": "reason"}.get(key)
+    if named:
+        return named
     if key.startswith(("address", "city", "state", "zip", "country")):
         return "address"
     return "item" if key.endswith(("item_ids", "item_id")) else None

@@ -828,6 +828,7 @@ def test_its_item_is_the_one_item_of_the_order_in_question_and_no_item_of_an_ord
                         "#W2000002": {"status": "pending", "items": ["Tea Tray", "Desk Lamp"], "paid_with": "p"}}}
     for text, expected in (("For order #W1000001, change its item to a red one.", ["u1"]),
                            ("For order #W2000002, change its item to a red one.", []),  # two: which is asked
+                           ("For order #W1000001, the item in my other order should be red.", []),  # not its own
                            ("For order #W1000001, make it red.", [])):  # no item spoken of
         facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=state)
         pack.restore(facts)

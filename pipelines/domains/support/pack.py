@@ -190,8 +190,8 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
     for at in range(len(texts) - 1, first - 1, -1):
         if selected.get("id") and int(selected.get("at", -1)) >= at:
             return str(selected["id"])
-        typed = [o for o in extract_user_candidates(texts[at]).get("order_id", [])
-                 if o not in referenced_orders(texts[at])]
+        sources = referenced_orders(texts[at])
+        typed = [o for o in extract_user_candidates(texts[at]).get("order_id", []) if o not in sources]
         if typed:
             return str(typed[-1])
         if state is not None:  # items of one read order, and of no other, described in this text: that order
@@ -422,12 +422,15 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
             if kind in newest or kind != "country":
                 facts.candidates.keep(kind, [newest[kind]] if kind in newest else [])
         return
+    def keep_whole(address: Mapping[str, str]) -> None:
+        for field_name, kind in _FIELD_KIND.items():
+            facts.candidates.keep(kind, [address[field_name]] if address.get(field_name) else [])
+
     for text in reversed(texts):  # "the same address as order #W2": that order's address, once read
         sources = [state.orders[o]["address"] for o in referenced_orders(text)
                    if (state.orders.get(o) or {}).get("address")]
         if sources:
-            for field_name, kind in _FIELD_KIND.items():
-                facts.candidates.keep(kind, [sources[-1][field_name]] if sources[-1].get(field_name) else [])
+            keep_whole(sources[-1])
             return
     named: list[dict[str, str]] = []
     for text in reversed(texts):  # the newest text that names a city of theirs decides ("not Seattle: NYC")
@@ -436,8 +439,7 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
         if named:
             break
     if len({a.get("address1") for a in named}) == 1:
-        for field_name, kind in _FIELD_KIND.items():
-            facts.candidates.keep(kind, [named[0][field_name]] if named[0].get(field_name) else [])
+        keep_whole(named[0])
     else:  # no new address given or named: none on record is one (the card waits; the turn asks for it)
         for kind in _ADDRESS_KINDS:
             facts.candidates.keep(kind, [])
@@ -703,6 +705,8 @@ class SupportPack(PackBase):
                 if not queue:  # the request is done: the next text starts the next one
                     state.request_from = len(_session_texts(facts))
             found = record_candidates(tool, result, owner)
+            where = result.get("address")
+            address = {k: str(v) for k, v in where.items() if isinstance(v, str)} if isinstance(where, Mapping) else {}
             if tool == "get_order_details" and owner and result.get("user_id") == owner:
                 state.owned_products = sorted(set(state.owned_products) | set(found.get("product_id", [])))
                 for item in result.get("items") or []:
@@ -718,10 +722,8 @@ class SupportPack(PackBase):
                 state.orders[str(result.get("order_id", ""))] = {
                     "status": str(result.get("status", "")),
                     "items": [str(i.get("name", "")) for i in result.get("items") or [] if isinstance(i, Mapping)],
-                    "paid_with": paid[0] if paid else "",
-                    "address": {k: str(v) for k, v in (result.get("address") or {}).items() if isinstance(v, str)}}
+                    "paid_with": paid[0] if paid else "", "address": address}
             if tool in ("get_user_details", "get_order_details") and owner and result.get("user_id") == owner:
-                address = {k: str(v) for k, v in (result.get("address") or {}).items() if isinstance(v, str)}
                 if address.get("address1") and address not in state.addresses:
                     state.addresses.append(address)
             if tool == "get_user_details" and owner and result.get("user_id") == owner:
