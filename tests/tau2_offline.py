@@ -17,9 +17,12 @@ import asyncio
 import json
 import re
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from cryptography.fernet import Fernet
 
 from pipelines.core.evaluation import AssistantTurn, evaluation_of
 from pipelines.core.kernels import LocalRuleKernels
@@ -31,7 +34,9 @@ from pipelines.protocols import ModelCall
 from pipelines.tandem.pipeline import TandemPipeline
 from pipelines.tandem.settings import TandemSettings
 from pipelines.turn import TurnRunner
-from tests.doubles import InMemorySessionStore, ListEventSink
+from serve.stores.sqlite import SQLiteSessionStore
+from serve.stores.vault import RedactingStore, VaultCipher
+from tests.doubles import ListEventSink
 
 __all__ = ["FirstChoiceModel", "play_task", "main"]
 
@@ -120,7 +125,10 @@ def play_task(pack_name: str, task: Mapping[str, Any], db: Mapping[str, Any], db
     world = hook.fresh_world(db)
     tools = pack.tool_runner(world, None)
     models = FirstChoiceModel()
-    sink, store = ListEventSink(), InMemorySessionStore()
+    # the real app's store: turns at rest redacted with the session's own vault, restored for the next turn
+    rest = tempfile.TemporaryDirectory()
+    sink, store = ListEventSink(), RedactingStore(SQLiteSessionStore(Path(rest.name) / "sessions.db"),
+                                                  VaultCipher(Fernet.generate_key()))
     pipeline = TandemPipeline(pack, models, tools, LocalGuardrails(), LocalRuleKernels.of(pack),
                               settings=_settings(), counters=Counters())
     runner = TurnRunner(pipeline, store, sink=sink, max_history_turns=20)
@@ -167,6 +175,7 @@ def play_task(pack_name: str, task: Mapping[str, Any], db: Mapping[str, Any], db
         return json.loads(world.entity_json(kind, key)) if world.has(kind, key) else None
 
     check = db_check(pack, db_path, task, live, writes, db=db)
+    rest.cleanup()
     tools_of = {c.id: c.tool for c in pack.cards}
     from pipelines.core.tau2_user import same_arguments
 

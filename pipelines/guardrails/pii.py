@@ -200,17 +200,22 @@ class Vault:
         return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:12]
 
     def adopt(self, entries: dict[str, str]) -> list[str]:
-        """Take over placeholders issued in an earlier turn for values this turn has not seen yet (a record's
-        address observed then): each whose id is free and whose value has no placeholder here; returns them."""
+        """Take over values an earlier turn observed (a record's address) that this turn has not seen yet: each
+        keeps its placeholder where that id is free here, else gets the next free one of its kind (what crosses
+        turns does so by value: :meth:`conceal`); returns the placeholders they hold here."""
         taken: list[str] = []
+        later: list[tuple[str, str]] = []
         for pid, value in entries.items():
             m = PLACEHOLDER_RE.fullmatch(pid)
-            if not m or pid in self._by_id or _key(m.group(1), value) in self._by_value or not isinstance(value, str):
+            if not m or not isinstance(value, str) or _key(m.group(1), value) in self._by_value:
+                continue
+            if pid in self._by_id:
+                later.append((m.group(1), value))  # renamed once every free id is kept
                 continue
             self._by_id[pid] = value
             self._by_value[_key(m.group(1), value)] = pid
             taken.append(pid)
-        return taken
+        return taken + [self._placeholder(kind, value) for kind, value in later]
 
     def _placeholder(self, kind: str, value: str) -> str:
         key = _key(kind, value)
@@ -259,6 +264,30 @@ class Vault:
             elif isinstance(cur, list | tuple):
                 stack.extend(cur)
         return sorted(set(missing))
+
+    def conceal(self, obj: Any) -> Any:
+        """A copy of a JSON-like value with every value this vault holds replaced by its placeholder (the inverse
+        of :meth:`resolve` for values it knows, whatever their kind looks like: a bare second address line too).
+        Longest values first, never inside a longer word or number; dict keys untouched."""
+        if not self._by_id:
+            return obj
+        values = sorted({v for v in self._by_id.values() if v}, key=len, reverse=True)
+        by_value = {v: p for p, v in sorted(self._by_id.items(), reverse=True)}
+        pattern = re.compile(r"(?<![\w@.+-])(?:" + "|".join(map(re.escape, values)) + r")(?![\w@-])")
+
+        def one(text: str) -> str:
+            return pattern.sub(lambda m: by_value[m.group(0)], text)
+
+        def walk(cur: Any) -> Any:
+            if isinstance(cur, str):
+                return one(cur)
+            if isinstance(cur, dict):
+                return {k: walk(v) for k, v in cur.items()}
+            if isinstance(cur, list | tuple):
+                return [walk(v) for v in cur]
+            return cur
+
+        return walk(obj)
 
     def restore(self, text: str) -> str:
         """``text`` with every known placeholder replaced by its value (unknown ones stay)."""

@@ -41,8 +41,7 @@ from pipelines.core.ports import ConfirmedCard, call_digest, write_key
 from pipelines.core.tools import ToolCaller
 from pipelines.errors import TandemError
 from pipelines.grounding import ungrounded
-from pipelines.guardrails.ids import walk_strings
-from pipelines.guardrails.pii import PLACEHOLDER_RE, Vault
+from pipelines.guardrails.pii import Vault
 from pipelines.protocols import ChatMessage, ModelCall, ModelClient, StructuredOutput
 
 from .cards import declined_before, declined_outcome
@@ -241,9 +240,7 @@ class Orchestrator:
         for tool, targs in self.domain.readback_reads(card.tool, args, self.facts)[:4]:  # what its read-back names
             if not self._repeats(tool, targs):
                 await self.caller.call(tool, dict(targs), step=step)
-        pids = sorted({m.group(0) for s in walk_strings(args) for m in PLACEHOLDER_RE.finditer(s)})
-        pending = {"card_id": card.id, "title": card.title, "tool": card.tool, "args": args,
-                   "digests": {p: self.vault.digest(p) or "" for p in pids}, "turn_id": self.turn_id,
+        pending = {"card_id": card.id, "title": card.title, "tool": card.tool, "args": args, "turn_id": self.turn_id,
                    # the call as the port will get it: it runs the write only if the yes is to this very call
                    "digest": call_digest(card.tool, self.vault.resolve(args)), "labels": [intent, sub_intent]}
         self.facts.state = {**self.facts.state, "pending": pending}
@@ -252,7 +249,8 @@ class Orchestrator:
     async def execute_pending(self, pending: dict[str, Any]) -> Outcome:
         """Run the confirmed write exactly as it was shown; any drift refuses it instead."""
         args = dict(pending["args"])
-        drift = [p for p, d in (pending.get("digests") or {}).items() if self.vault.digest(p) != d]
+        # what the card's placeholders hold now, compared by value with the call shown (names are each turn's own)
+        drift = [] if call_digest(pending["tool"], self.vault.resolve(args)) == pending.get("digest") else ["call"]
         bad = ungrounded(args, self.domain.arg_kinds(pending["tool"]), self.facts.candidates,
                          optional_empty=self.domain.optional_empty(pending["tool"]))
         if drift or self.vault.unresolved(args) or bad:

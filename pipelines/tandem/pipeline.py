@@ -93,15 +93,20 @@ class TandemPipeline:
         typed = set(st.vault.ids())  # the user's own values: rebuilt from their texts on every turn
         st.vault.adopt(_observed_pii(ctx))  # values of their records observed earlier (a pending card names them)
         st.phi = quiet(asyncio.ensure_future(_phi(tables)))  # what W1's labels wait for
+        # The session facts cross turns by value (the record holds values; a redacting store seals them under its
+        # own placeholders): this turn's placeholders name them again, so a card shown then is the card now.
+        state = st.vault.conceal(state)
         st.meta = {"turn_index": turn_index, "rules_version": ctx.rules_version, "domain": self.domain.name,
-                   "declined": declined_of(ctx.history), "asked": asked_of(ctx.history),
-                   "done": declined_of(ctx.history, "done")}
+                   **st.vault.conceal({"declined": declined_of(ctx.history), "asked": asked_of(ctx.history),
+                                       "done": declined_of(ctx.history, "done")})}
         try:
             async for event in self._turn(st, state):
                 yield event
-            # observed values keep their placeholders next turn (the store seals them with the session's vault)
+            # observed values come back next turn (the store seals them with the session's vault)
             st.meta["observed_pii"] = {p: v for p, v in st.vault.entries().items() if p not in typed}
         finally:
+            if isinstance(ctx.meta.get(META_KEY), dict):  # also a turn that fails: the record holds values
+                st.record(ctx.meta[META_KEY])
             for task in (st.phi, tables):
                 if not task.done():
                     task.cancel()

@@ -21,7 +21,7 @@ from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Outcome
 
 from .cards import declined_outcome, signature
-from .state import META_KEY, TandemState
+from .state import TandemState
 
 __all__ = ["route", "decided_by_route"]
 
@@ -61,7 +61,7 @@ async def route(st: TandemState) -> Outcome | None:
                 st.meta.setdefault("done", []).append(signature(pending["card_id"], pending["args"]))
             if outcome.executed is not None:  # recorded before the reply is generated
                 st.ctx.mark_side_effect(f"{pending['card_id']}:{pending.get('turn_id', '')}")
-                st.ctx.meta[META_KEY] = {**st.meta, "state": facts.state, "executed": pending["card_id"]}
+                st.record({**st.meta, "state": facts.state, "executed": pending["card_id"]})
                 await st.ctx.checkpoint()
             return outcome
         if pending and pre.confirmation == "negative":

@@ -39,6 +39,12 @@ class TandemState(TurnState):
     caller: ToolCaller | None = None
     orch: Orchestrator | None = None
 
+    def record(self, meta: dict[str, Any]) -> None:
+        """What the turn records of itself (``ctx.meta["tandem"]``; the pipeline records it so when the turn ends
+        and before a checkpoint), by value: its placeholders are its own, never another turn's or the store's (the
+        next turn names the values with its own: ``Vault.conceal``)."""
+        self.ctx.meta[META_KEY] = self.vault.resolve(meta)
+
     async def versioned(self) -> None:
         """Wait for the W1 tables; the turn's rules version then names both tables."""
         assert self.tables is not None

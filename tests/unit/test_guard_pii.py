@@ -98,3 +98,28 @@ def test_redact_obj_covers_nested_values_and_keys() -> None:
     v = Vault()
     out = v.redact_obj({"user": {"email": "a@x.com", "address": ["1 Market Street"]}, "a@x.com": 1})
     assert out == {"user": {"email": "[EMAIL_1]", "address": ["[ADDRESS_1]"]}, "[EMAIL_1]": 1}
+
+
+def test_conceal_names_known_values_by_their_placeholders() -> None:
+    v = Vault.from_entries({"[ADDRESS_1]": "12 Ocean Drive", "[ADDRESS_2]": "Suite 4", "[ADDRESS_3]": "12 Ocean Drive West",
+                            "[EMAIL_1]": "a@x.com"})
+    facts = {"args": {"address1": "12 Ocean Drive West", "address2": "Suite 4"},  # the longer value wins
+             "said": ["ship to 12 Ocean Drive, Suite 4.", "mail a@x.com"], "12 Ocean Drive": 7, "n": 3}
+    assert v.conceal(facts) == {"args": {"address1": "[ADDRESS_3]", "address2": "[ADDRESS_2]"},
+                                "said": ["ship to [ADDRESS_1], [ADDRESS_2].", "mail [EMAIL_1]"],
+                                "12 Ocean Drive": 7, "n": 3}  # dict keys untouched
+    assert v.resolve(v.conceal(facts)) == facts  # the inverse of resolve for the values it holds
+    # never inside a longer number, word or address: "Suite 44", "112 Ocean Drive", "ba@x.com" are other values
+    assert v.conceal(["Suite 44", "112 Ocean Drive", "ba@x.com", "a@x.comx"]) == \
+        ["Suite 44", "112 Ocean Drive", "ba@x.com", "a@x.comx"]
+    assert Vault().conceal({"a": "12 Ocean Drive"}) == {"a": "12 Ocean Drive"}  # an empty vault changes nothing
+
+
+def test_adopt_keeps_a_free_placeholder_and_renames_a_taken_one() -> None:
+    v = Vault()
+    v.redact("I live at 9 Elm Street")  # this turn's own [ADDRESS_1]
+    got = v.adopt({"[ADDRESS_1]": "3 Oak Road", "[ADDRESS_2]": "5 Pine Lane", "[ADDRESS_3]": "9 Elm Street",
+                   "note": "x"})
+    assert got == ["[ADDRESS_2]", "[ADDRESS_3]"]  # 3 Oak Road's id is taken here: the next free one, after the rest
+    assert v.entries() == {"[ADDRESS_1]": "9 Elm Street", "[ADDRESS_2]": "5 Pine Lane", "[ADDRESS_3]": "3 Oak Road"}
+    assert v.adopt({"[ADDRESS_7]": "5 Pine Lane"}) == []  # a value held already keeps its placeholder

@@ -38,6 +38,8 @@ def test_a_typed_address_reaches_the_backend_with_the_users_words() -> None:
               "country": "USA", "zip": "89501"}
     r = address_turn(h, text, params)
     assert [c.card_id for c in r.of("action_card")] == ["card.modify_address"], h.meta
+    # the record holds the card by value (a redacting store seals values under its own placeholders)
+    assert h.meta["state"]["pending"]["args"]["address1"] == "12 Ocean Drive"
     h.turn("yes")
     address = h.world.orders[OID].address
     assert (address.address1, address.city, address.zip) == ("12 Ocean Drive", "Reno", "89501")

@@ -63,3 +63,16 @@ def test_the_model_double_follows_the_constraints_it_is_given():
     assert FirstChoiceModel()._text("orchestrator", type("C", (), {  # a label grammar: its first label
         "structured_output": type("S", (), {"kind": "grammar", "spec": 'start: "cancel" | "return"\n'})()})()) == \
         "cancel"
+
+
+def test_a_card_confirmed_turns_later_runs_through_the_redacting_store(db):
+    # the harness keeps the session as the app does (a redacting store numbers values its own way): the card's
+    # address, shown on one turn, is the address written on the turn that says yes, and a no is never re-offered
+    new = {"address1": "55 Birch Lane", "address2": "", "city": "Portland", "state": "OR", "country": "USA",
+           "zip": "97201"}
+    task = _task("You have moved to 55 Birch Lane, Portland, OR 97201, USA. You want the default address of your "
+                 "account and the address of your pending order both changed to it.",
+                 [{"name": "modify_user_address", "arguments": {"user_id": "fatima_wilson_6873", **new}},
+                  {"name": "modify_pending_order_address", "arguments": {"order_id": "#W1443906", **new}}])
+    rec = play_task("support", task, db, DATA / "db.json", perception="oracle")
+    assert (rec["passed"], rec["actions_matched"], rec["reoffered_after_no"]) == (True, 2, 0)
