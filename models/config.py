@@ -214,6 +214,10 @@ class DeploymentOptions(Strict):
         return opts
 
 
+#: Engine environment variables vLLM parses as whole numbers (GiB of KV cache, reserved cores).
+_VLLM_INT_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_NUM_OF_RESERVED_CPU")
+
+
 class ModelDeploymentConfig(Strict):
     """One model deployment (an ``LLMServer`` on vLLM through ``ray.serve.llm``)."""
 
@@ -245,6 +249,15 @@ class ModelDeploymentConfig(Strict):
         "`LLMServer:<model_id>` deployment instead of starting an engine of its own. Several assistants "
         "(or test modules) on one engine.",
     )
+
+    @model_validator(mode="after")
+    def _whole_numbers_where_vllm_reads_them(self) -> ModelDeploymentConfig:
+        # vLLM reads these with int(): "0.1" would stop the engine at start, the deployment never ready
+        for key in _VLLM_INT_ENV:
+            value = self.env.get(key)
+            if value is not None and not value.strip().isdigit():
+                raise ValueError(f"env.{key} must be a whole number (vLLM reads it as an int), got {value!r}")
+        return self
 
     @model_validator(mode="after")
     def _placement_in_one_place(self) -> ModelDeploymentConfig:

@@ -18,8 +18,9 @@ Starts the app from a Serve file (default ``configs/embedded.yaml``; ``--pipelin
 4. RSS of the whole Ray process tree at the start and at the end.
 
 ``--variants normal,slow`` runs the whole measurement once per engine, one after the other, each in its
-own process and Ray (``slow``: the engine slowed — one sequence at a time and 0.1 GiB of KV cache, so
-the calls of concurrent turns queue in the engine instead of sharing its batch; ``fixed-slow``: the same slow engine behind the hand-sized admission the embedded
+own process and Ray (``slow``: the engine slowed — one sequence at a time, so the calls of concurrent turns queue in
+the engine instead of sharing its batch (it already computes on one core; vLLM reads its KV space in
+whole GiB); ``fixed-slow``: the same slow engine behind the hand-sized admission the embedded
 profile had, 6 turns + 2 waiting, for contrast), and reports the capacities side by side.
 
 Loopback only; every phase is bounded in time and in count (``--max-requests``).
@@ -112,8 +113,8 @@ def free_port() -> int:
 #: Engine and admission presets of ``--variant`` (applied to every model of the config).
 VARIANTS: dict[str, dict[str, Any]] = {
     "normal": {},
-    "slow": {"engine_kwargs": {"max_num_seqs": 1}, "env": {"VLLM_CPU_KVCACHE_SPACE": "0.1"}},
-    "fixed-slow": {"engine_kwargs": {"max_num_seqs": 1}, "env": {"VLLM_CPU_KVCACHE_SPACE": "0.1"},
+    "slow": {"engine_kwargs": {"max_num_seqs": 1}},
+    "fixed-slow": {"engine_kwargs": {"max_num_seqs": 1},
                    "ingress": {"max_ongoing_requests": 6, "max_queued_requests": 2, "admission": {"mode": "off"}}},
 }
 

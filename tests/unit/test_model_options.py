@@ -179,6 +179,20 @@ def test_a_model_deployment_is_placed_by_its_placement_bundles_only() -> None:
         ModelDeploymentConfig(model_id="m", source="embedded", deployment={"placement_group_bundles": [{"CPU": 1}]})
 
 
+@pytest.mark.parametrize("key", ["VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_NUM_OF_RESERVED_CPU"])
+@pytest.mark.parametrize("value", ["0.1", "1.5", "one", "", "-1"])
+def test_an_engine_env_vllm_reads_as_a_whole_number_refuses_anything_else(key: str, value: str) -> None:
+    # vLLM int()s these at start: "0.1" GiB of KV cache left a deployment that never became ready
+    with pytest.raises(ValidationError, match=f"env.{key} must be a whole number"):
+        ModelDeploymentConfig(model_id="m", source="embedded", env={key: value})
+
+
+@pytest.mark.parametrize("value", ["0", "1", "8", " 2 "])
+def test_a_whole_number_of_gib_is_taken(value: str) -> None:
+    cfg = ModelDeploymentConfig(model_id="m", source="embedded", env={"VLLM_CPU_KVCACHE_SPACE": value, "X": "0.1"})
+    assert cfg.env["VLLM_CPU_KVCACHE_SPACE"] == value and cfg.env["X"] == "0.1"  # other variables: as given
+
+
 # -- the profiles ------------------------------------------------------------------------
 
 
