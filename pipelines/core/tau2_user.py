@@ -13,7 +13,11 @@ What it can say (:class:`Instructions`):
   "do not reveal…") and without asides that hide a fact ("(… but do not reveal it to the agent)");
 * **identity** — from ``known_info``: the email(s), a first and last name with a zip code, or a user id
   (with the zip code when it has one), in the order the pack's vocabulary prefers;
-* **what it does not know** — a fixed line per topic ("I don't know the order number.").
+* **how it behaves** — ``task_instructions``, which tau2's user reads too: its conditional instructions ("If asked
+  for the reason, say …") and, as an answer on a topic they state, its sayable sentences (never volunteered: most
+  of them describe a persona);
+* **what it does not know** — a fixed line per topic ("I don't know the order number.", "I'd rather not say."
+  for a reason the instructions do not give: a reason is a fact, so the user never makes one up).
 
 Rules, tried in this order on each assistant turn:
 
@@ -230,15 +234,19 @@ class Instructions:
     identities: tuple[str, ...]
     answers: tuple[tuple[frozenset[str], str], ...] = ()
     """Conditional instructions: (words the assistant's question must hold, what the user says then)."""
+    manner: tuple[str, ...] = ()
+    """The sayable sentences of ``task_instructions`` (how the user behaves): said only as an answer on a topic
+    they state, never volunteered."""
 
     @classmethod
     def of(cls, task: Mapping[str, Any], vocab: InstructedVocabulary, verbatim: bool = False) -> Instructions:
         ins = task["user_scenario"]["instructions"]
         reason = str(ins.get("reason_for_call") or "")
         known = str(ins.get("known_info") or "")
+        manner = str(ins.get("task_instructions") or "")  # tau2's user reads these too
         return cls(opening=opening(reason, verbatim), sentences=tuple(sayable(reason)),
                    known=tuple(sayable(known)), identities=tuple(identity_lines(known, vocab.identity_order)),
-                   answers=tuple(conditionals(reason)))
+                   answers=tuple(conditionals(reason) + conditionals(manner)), manner=tuple(sayable(manner)))
 
 
 def _topic_of(key: str) -> str | None:
@@ -406,7 +414,8 @@ class InstructedUser(TaskUser):
         rx = self.vocab.facts.get(topic)
         if rx is None:
             return []
-        pool = list(self.instructions.sentences) + (list(self.instructions.known) if topic == "address" else [])
+        pool = [*self.instructions.sentences, *self.instructions.manner,
+                *(self.instructions.known if topic == "address" else ())]
         return [s for s in pool if rx.search(s)]
 
     def _order_answer(self) -> str:

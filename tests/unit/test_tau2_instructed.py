@@ -34,9 +34,9 @@ REASON = ("You want to swap the kettle you got last week for a larger one. You w
           "(The kettle is white; please do not tell anyone.)")
 
 
-def task(reason: str = REASON, known: str = "You are Nadia Okafor, zip code 60614.") -> dict:
+def task(reason: str = REASON, known: str = "You are Nadia Okafor, zip code 60614.", manner: str = "Be brief.") -> dict:
     return {"id": "x1", "user_scenario": {"instructions": {"reason_for_call": reason, "known_info": known,
-                                                            "unknown_info": "", "task_instructions": "Be brief."}},
+                                                            "unknown_info": "", "task_instructions": manner}},
             "evaluation_criteria": {"actions": [
                 {"name": "find_user_id_by_name_zip", "arguments": {"first_name": "Nadia", "last_name": "Okafor",
                                                                     "zip": "60614"}},
@@ -71,8 +71,27 @@ def test_it_answers_what_was_asked_and_says_when_it_does_not_know():
     assert u.respond(AssistantTurn(question="Which of your payment methods should I use?")).text == \
         "I would pay any difference with PayPal."
     r = u.respond(AssistantTurn(question="Why would you like to cancel?"))
-    assert (r.text, r.rule) == ("I just don't need it anymore.", "facts")  # nothing on it: the pack's line
+    assert (r.text, r.rule) == ("I'd rather not say.", "facts")  # nothing on it: the pack's line, no fact made up
     assert u.respond(AssistantTurn(question="Anything about the Yoga Mat to change?")).text == "It stays."
+
+
+def test_how_it_behaves_answers_on_its_topics_and_is_never_volunteered():
+    # task_instructions: tau2's user reads them too: a conditional there is an answer, a sentence there stating a
+    # topic answers a question on it, a persona is never said
+    u = user(manner="You are calm and patient. If the agent asks for a cancellation reason, say the kettle was "
+                    "a gift you never used.")
+    u.opening()
+    r = u.respond(AssistantTurn(question="Why would you like to cancel?"))
+    assert (r.text, r.rule) == ("The kettle was a gift I never used.", "instructed")
+    u = user(manner="You are calm and patient. You cancel only because the mat arrived late.")
+    u.opening()
+    assert u.respond(AssistantTurn(question="Why would you like to cancel?")).text == \
+        "I cancel only because the mat arrived late."
+    u = user(manner="You are calm and patient.")
+    u.opening()
+    said = [u.respond(AssistantTurn(text="Okay.")).text for _ in range(3)]
+    assert not any("calm" in (x or "") for x in said)  # a persona is not a wish: the request is restated instead
+    assert said[0] == "I would pay any difference with PayPal."
 
 
 def test_a_question_asked_again_word_for_word_after_an_answer_is_a_repeated_ask():

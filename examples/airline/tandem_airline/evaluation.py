@@ -43,7 +43,7 @@ FACTS: dict[str, re.Pattern[str]] = {
 UNKNOWN: dict[str, str] = {
     "reservation": "I don't know the reservation number.",
     "payment": "I'd like to use a payment method on file.",
-    "reason": "My plans changed.",
+    "reason": "I'd rather not say.",  # a reason is a fact: never made up
     "bags": "I don't have any bags to add.",
     "passenger": "Just the passengers already on the reservation.",
 }

@@ -266,7 +266,7 @@ _ORDER_ID = re.compile(r"#?\bW\d{6,8}\b")
 UNKNOWN_LINES: dict[str, str] = {
     "order": "I don't know the order number.",
     "payment": "I'd like to use the payment method I paid for the order with.",
-    "reason": "I just don't need it anymore.",
+    "reason": "I'd rather not say.",
     "address": "I don't have another address to give.",
     "item": "I'm not sure which one.",
 }
