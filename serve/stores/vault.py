@@ -3,7 +3,9 @@
 :class:`RedactingStore` wraps a :class:`~pipelines.sessions.TurnStore`
 (SQLite or Redis). On every save it redacts ``user_text``, ``reply_text`` and
 the string values of ``meta`` with the session's vault
-(:class:`pipelines.guardrails.pii.Vault`: ``[EMAIL_1]``, ``[PHONE_2]``, ...),
+(:class:`pipelines.guardrails.pii.Vault`: ``[EMAIL_1]``, ``[PHONE_2]``, ...; in
+``meta`` also every value the vault holds, and a pipeline's own placeholders are
+kept apart — its turn numbered them, not this vault — so a read returns them as saved),
 seals the vault (placeholder → value) with Fernet (AES-128-CBC + HMAC-SHA256)
 and hands both to the inner store, which writes them in the same transaction.
 Reads restore the values for the session's owner — the runner's history (so
@@ -21,13 +23,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 
 from pipelines.errors import ConfigError
-from pipelines.guardrails.pii import Vault
+from pipelines.guardrails.pii import PII_KINDS, PLACEHOLDER_RE, Vault
 from pipelines.protocols import TurnRecord
 from pipelines.sessions import LOCAL_PRINCIPAL, TurnLoad, load_turn_by_calls
 
@@ -79,6 +82,18 @@ class VaultCipher:
             return {}
 
 
+#: A pipeline's placeholder at rest in meta: ``[EMAIL_1]`` stored as ``⟦EMAIL_1⟧``, which no vault restores.
+_ESCAPED = re.compile(r"\u27e6(" + "|".join(PII_KINDS) + r")_(\d+)\u27e7")
+
+
+def _escape(text: str) -> str:
+    return PLACEHOLDER_RE.sub(lambda m: f"\u27e6{m.group(1)}_{m.group(2)}\u27e7", text)
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(lambda m: f"[{m.group(1)}_{m.group(2)}]", text)
+
+
 def map_strings(obj: Any, fn: Any) -> Any:
     """A copy of a JSON-like value with ``fn`` applied to every string value (keys untouched)."""
     if isinstance(obj, str):
@@ -105,7 +120,7 @@ class RedactingStore:
         return rec.model_copy(update={
             "user_text": vault.restore(rec.user_text),
             "reply_text": vault.restore(rec.reply_text),
-            "meta": map_strings(rec.meta, vault.restore),
+            "meta": map_strings(rec.meta, lambda s: _unescape(vault.restore(s))),
         })
 
     async def get_history(self, session_id: str, limit: int | None = None) -> list[TurnRecord]:
@@ -143,7 +158,10 @@ class RedactingStore:
         redacted = record.model_copy(update={
             "user_text": vault.redact(record.user_text),
             "reply_text": vault.redact(record.reply_text),
-            "meta": map_strings(record.meta, vault.redact),
+            # a pipeline's own placeholders in meta are its turn's, not this vault's: kept apart (escaped) so a
+            # read never restores them to another value; then every value this vault holds is sealed, also one
+            # whose pattern alone is not found (an address's second line said before)
+            "meta": map_strings(record.meta, lambda s: vault.conceal(vault.redact(_escape(s)))),
         })
         fenced = {} if fence is None else {"fence": fence}
         stored = await self.inner.save_turn(session_id, redacted, principal=principal,

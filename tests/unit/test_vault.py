@@ -41,6 +41,27 @@ def test_rows_hold_placeholders_and_the_owner_reads_values(tmp_path: Path) -> No
     assert hist[1].user_text == f"and call {PHONE} or {EMAIL}"
 
 
+def test_a_pipelines_own_placeholders_in_meta_come_back_as_they_were_saved(tmp_path: Path) -> None:
+    # the turn named the typed address [ADDRESS_1]; this store's vault names another value [ADDRESS_1] (it read
+    # the reply first): a read never turns the turn's placeholder into the store's value
+    store = _store(tmp_path)
+    _save(store, "s", "t1", "what is on file?", reply="You live at 4 Elm Street, Apt 9.")
+    meta = {"tandem": {"pending": {"address1": "[ADDRESS_1]", "note": "to [ADDRESS_1], not 4 Elm Street"}}}
+    _save(store, "s", "t2", "ship it to 12 Ocean Drive", meta=meta)
+    raw = "".join(r[0] for r in sqlite3.connect(store.inner.path).execute("SELECT body FROM turns"))
+    assert "4 Elm Street" not in raw and "12 Ocean Drive" not in raw
+    assert asyncio.run(store.get_history("s"))[1].meta == meta
+
+
+def test_a_value_the_vault_holds_is_sealed_in_meta_even_where_its_pattern_alone_is_not_found(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    # "Apt 9" is found as the second line of an address; alone, in meta, only the vault knows it
+    _save(store, "s", "t1", "I live at 4 Elm Street, Apt 9.", meta={"tandem": {"address2": "Apt 9", "unit": "Apt 90"}})
+    raw = "".join(r[0] for r in sqlite3.connect(store.inner.path).execute("SELECT body FROM turns"))
+    assert "Apt 9\"" not in raw and "Apt 90" in raw  # another value ("Apt 90") is not the one held
+    assert asyncio.run(store.get_history("s"))[0].meta == {"tandem": {"address2": "Apt 9", "unit": "Apt 90"}}
+
+
 def test_the_vault_is_sealed_not_stored_in_the_clear(tmp_path: Path) -> None:
     store = _store(tmp_path)
     _save(store, "s", "t1", f"my email is {EMAIL}")
