@@ -111,13 +111,19 @@ class AssistantTurn:
             elif t == "clarify":
                 question = str(e.get("question") or "")
                 options = [str(o) for o in e.get("options") or []]
-                parts.append(" " + question + " " + " ".join(options))
+                parts.append(_unsaid("".join(parts), question, *options))
             elif t == "action_card":
                 cards.append((str(e.get("card_id")), dict(e.get("params") or {})))
             elif t == "escalation":
                 escalated = True
-                parts.append(" " + str(e.get("message") or ""))
+                parts.append(_unsaid("".join(parts), str(e.get("message") or "")))
         return cls("".join(parts).strip(), question, tuple(cards), escalated, tuple(options))
+
+
+def _unsaid(said: str, *texts: str) -> str:
+    """What an event adds to the text the turn streamed (a question or message it streamed already is not
+    repeated), with a space before each."""
+    return "".join(" " + t for t in texts if t and t not in said)
 
 
 _SWAPS = [

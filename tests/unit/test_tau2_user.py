@@ -136,6 +136,12 @@ def test_sse_events_to_assistant_turn():
     ])
     assert t.question == "Which order?" and t.cards == (("card.cancel_order", {"order_id": "#W100"}),)
     assert t.text == "Checking.  Which order? #W100" and not t.escalated
+    # a question or hand-over message the turn streamed already is not said twice; options it did not say are added
+    t = AssistantTurn.from_sse([
+        {"type": "reply.delta", "text": "Which order: #W100 or #W200?"},
+        {"type": "clarify", "question": "Which order: #W100 or #W200?", "options": ["#W100", "#W300"]},
+        {"type": "reply.delta", "text": " Transferring you."}, {"type": "escalation", "message": "Transferring you."}])
+    assert t.text == "Which order: #W100 or #W200? #W300 Transferring you." and t.escalated
 
 
 def test_intent_label_from_the_first_expected_write():
