@@ -269,9 +269,9 @@ class Vault:
         """A copy of a JSON-like value with every value this vault holds replaced by its placeholder (the inverse
         of :meth:`resolve` for values it knows, whatever their kind looks like: a bare second address line too).
         Longest values first, never inside a longer word or number; dict keys untouched."""
-        if not self._by_id:
-            return obj
         values = sorted({v for v in self._by_id.values() if v}, key=len, reverse=True)
+        if not values:
+            return obj
         by_value = {v: p for p, v in sorted(self._by_id.items(), reverse=True)}
         pattern = re.compile(r"(?<![\w@.+-])(?:" + "|".join(map(re.escape, values)) + r")(?![\w@-])")
 

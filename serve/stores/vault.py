@@ -161,7 +161,7 @@ class RedactingStore:
             # a pipeline's own placeholders in meta are its turn's, not this vault's: kept apart (escaped) so a
             # read never restores them to another value; then every value this vault holds is sealed, also one
             # whose pattern alone is not found (an address's second line said before)
-            "meta": map_strings(record.meta, lambda s: vault.conceal(vault.redact(_escape(s)))),
+            "meta": vault.conceal(map_strings(record.meta, lambda s: vault.redact(_escape(s)))),
         })
         fenced = {} if fence is None else {"fence": fence}
         stored = await self.inner.save_turn(session_id, redacted, principal=principal,

@@ -113,6 +113,7 @@ def test_conceal_names_known_values_by_their_placeholders() -> None:
     assert v.conceal(["Suite 44", "112 Ocean Drive", "ba@x.com", "a@x.comx"]) == \
         ["Suite 44", "112 Ocean Drive", "ba@x.com", "a@x.comx"]
     assert Vault().conceal({"a": "12 Ocean Drive"}) == {"a": "12 Ocean Drive"}  # an empty vault changes nothing
+    assert Vault.from_entries({"[EMAIL_1]": ""}).conceal(["a b"]) == ["a b"]  # nor one whose only value is empty
 
 
 def test_adopt_keeps_a_free_placeholder_and_renames_a_taken_one() -> None:
