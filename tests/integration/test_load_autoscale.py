@@ -28,9 +28,9 @@ LOAD_MAX_S = 90.0  # typical runs stop ~5 s after a second replica runs (16-28 s
 AFTER_SCALE_UP_S = 4.0
 SCALE_DOWN_MAX_S = 90.0
 OVERRIDES = {
-    # The profile's ingress queue (6 + 2) is sized for refusing tandem overload; this module
-    # measures scaling under a burst it expects to serve whole, so it gives the queue room.
-    "ingress": {"num_cpus": 0.1, "max_ongoing_requests": 50, "max_queued_requests": 64,
+    # The profile admits turns by measured capacity and refuses the rest at once (503); this module
+    # measures scaling under a burst it expects to serve whole, so admission is off and the queue has room.
+    "ingress": {"num_cpus": 0.1, "max_ongoing_requests": 50, "max_queued_requests": 64, "admission": {"mode": "off"},
                 "autoscaling": {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1,
                                 "upscale_delay_s": 1, "downscale_delay_s": 6, "look_back_period_s": 2,
                                 "metrics_interval_s": 1}},

@@ -203,8 +203,8 @@ def test_to_serve_options_with_autoscaling() -> None:
     opts = cfg.ingress.to_serve_options()
     assert opts == {
         "ray_actor_options": {"num_cpus": 0.1},
-        "max_ongoing_requests": 6,
-        "max_queued_requests": 2,
+        "max_ongoing_requests": 64,
+        "max_queued_requests": 16,
         "health_check_period_s": 10.0,
         "graceful_shutdown_timeout_s": 5.0,
         "backpressure_config": {"status_code": 503, "retry_after_s": 1.0},
@@ -214,6 +214,17 @@ def test_to_serve_options_with_autoscaling() -> None:
         },
     }
     assert "num_replicas" not in opts
+
+
+@pytest.mark.parametrize("profile", ["embedded.yaml", "cpu-dev.yaml"])
+def test_the_cpu_profiles_admit_turns_by_measured_capacity_not_a_hand_sized_queue(profile: str) -> None:
+    """Turns are admitted by the box's measured rate and the deadline; Serve's own bounds sit above the
+    admission's largest limit, so the admission (503 + Retry-After at once) decides, not a queue."""
+    ingress = load_serve_file(EMBEDDED.parent / profile).applications[0].args.ingress
+    adm = ingress.admission
+    assert adm.mode == "adaptive"
+    assert (adm.target, adm.initial_limit, adm.min_limit, adm.max_limit) == (0.5, 4, 2, 32)
+    assert ingress.max_ongoing_requests >= adm.max_limit
 
 
 def test_to_serve_options_with_fixed_replicas_and_resources() -> None:
