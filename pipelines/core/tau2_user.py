@@ -35,9 +35,15 @@ Rules, tried in this order on each assistant turn:
    user wants, in words: an item the card should leave alone ("Not the Water Bottle."), one it misses
    ("Also the Desk Lamp."), and for a wrong option, payment, address, order or reason the sentence of the
    instructions about it.
-6. **asked about an order, item, option, address, payment method or reason** (the pack's topics) → the
+6. **asked to choose** (a question that lists choices) → the sentence of the instructions whose words only some
+   choices have ("I prefer black" for "purple / XL or black / XL?"); none: the one choice that is, word for word, a
+   value of the write the user pursues, said in words (never an identifier: an order number, an item id) — "no
+   longer needed" from "no longer needed or ordered by mistake?" when that is why they cancel: the judgement a
+   card's yes makes, nothing volunteered;
+   **asked about an order, item, option, address, payment method or reason** (the pack's topics) → the
    sentences of the instructions that state it (an order by the id they hold; none: "I don't know the order
-   number." and the sentence that describes the order's items; nothing on the topic: the pack's line for it).
+   number." and the sentence that describes the order's items; nothing on the topic: the pack's line for it —
+   so an open "why?" gets "I'd rather not say." where the choices would get a pick).
 7. **anything else** while writes remain → the next sentence of the instructions not said yet; once all are
    said, the request restated; after two restatements in a row with no progress the user gives up (``stuck``).
 8. **anything else** when no write remains → ``done``.
@@ -192,6 +198,7 @@ _SAY = re.compile(r"^(?:then\s+)?(?:(?:you\s+)?(?:mention|provide|say|tell\s+(?:
                   r"(?:\s+(?:that|with))?\s+)", re.I)
 _STOP = frozenset("the a an you your to for of and or if it its is are be with that this which what about any "
                   "agent asks ask asked first then".split())
+_CHOICE_STOP = _STOP | frozenset("no not by was were in on at my i me do does did so but as from would like".split())
 
 
 def conditionals(text: str) -> list[tuple[frozenset[str], str]]:
@@ -544,6 +551,9 @@ class InstructedUser(TaskUser):
         chosen = self._choice(asked, options)
         if chosen:  # a question that lists choices: the sentence of the instructions that picks one
             return chosen, "chooses"
+        wanted = self._wanted_choice(options)
+        if wanted:  # none tells them apart: the choice that is what the user wants, as with a card
+            return wanted, "picks"
         if topics:
             text = self._topic_answer(topics)
             if text:
@@ -555,7 +565,7 @@ class InstructedUser(TaskUser):
         choices have ("I prefer black" for "purple / XL or black / XL?"), not said yet."""
         if len(options) < 2:
             return None
-        words = [set(_WORDS.findall(o.lower())) - _STOP for o in options]
+        words = [set(_WORDS.findall(o.lower())) - _CHOICE_STOP for o in options]  # function words tell none apart
         telling = set().union(*words) - set.intersection(*words)  # what tells the choices apart
         best, score = None, 0
         pool = [*self.instructions.sentences, *self.instructions.known]
@@ -564,6 +574,24 @@ class InstructedUser(TaskUser):
             if n > score:
                 best, score = s, n
         return best
+
+    def _wanted_choice(self, options: Sequence[str]) -> str | None:
+        """Of the choices a question lists, the one that *is* a value of the write the user pursues — a value
+        said in words, not an identifier (an order number, an item id: a person does not know those) — as a
+        person picks "no longer needed" from "no longer needed or ordered by mistake?" when that is why they
+        cancel (module docstring, rule 6). The same judgement as a card's yes; nothing is volunteered."""
+        if len(options) < 2:
+            return None
+        nxt = self.next_write()
+        if nxt is None:
+            return None
+        values = {_norm(str(v)) for k, v in (nxt.get("arguments") or {}).items()
+                  if isinstance(v, str) and not k.endswith(("_id", "_ids", "email")) and not re.search(r"\d", v)}
+        values.discard("")
+        hits = [o for o in options if _norm(o) in values]
+        if len(hits) != 1:
+            return None
+        return hits[0][:1].upper() + hits[0][1:] + "."
 
     def _topics(self, asked: str) -> list[str]:
         return [t for t, rx in self.vocab.asks.items() if rx.search(asked)]

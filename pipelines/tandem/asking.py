@@ -9,6 +9,9 @@ never offered again, every card read back in full. Pack-neutral: the pack's opti
                      (``select_record``) and Φ goes on with it; several the user asked for all of
                      (``asks_for_all``: "all my pending orders") → the first, the others after its write;
                      several → the user chooses among them, each described in words (``describe_records``)
+    named choices    a clarify whose words name every one of the user's options on its topic ("is it no longer
+                     needed, or was it ordered by mistake?") carries them as its options too: a client shows
+                     them as choices, and a user picks one instead of being asked again with a list
     vary_question    a clarify whose question the session asked before, word for word (and the user answered):
                      asked with the user's own options instead (``choices``, after ``choice_reads``); that
                      question asked before too, or no options to offer → handed over (``no_progress``)
@@ -123,6 +126,11 @@ async def vary_question(st: TandemState, domain: Domain) -> None:
     if o is None or o.path != "clarify":
         return
     about = o.clarify_about or "details"
+    if not o.clarify_options:  # a question that names the user's choices in its words offers them as choices too
+        named = [x for x in domain.choices(about, st.facts) if x]
+        said = f" {_norm(o.clarify_question)} "
+        if len(named) > 1 and all(f" {_norm(x)} " in said for x in named):
+            o.clarify_options = named
     if _norm(o.clarify_question) in asked:
         await run_reads(st, domain.choice_reads(about, st.facts), limit=MAX_RECORD_READS)
         options = [x for x in domain.choices(about, st.facts) if x]

@@ -174,7 +174,7 @@ def pattern_spans(pattern: re.Pattern[str]) -> set[tuple[str, ...]]:
     return spans
 
 
-def test_phrases() -> list[tuple[str, str]]:
+def phrases_of_the_tests() -> list[tuple[str, str]]:
     out = []
     for d in TEST_DIRS:
         for f in sorted(d.glob("*.py")):
@@ -212,5 +212,5 @@ def test_no_cue_pattern_reproduces_a_task_span() -> None:
 @needs_data
 def test_no_test_phrase_reproduces_a_task_span() -> None:
     tasks, generic = _tasks(), _generic()
-    found = {where: copied(_spans(_words(text)), tasks, generic) for where, text in test_phrases()}
+    found = {where: copied(_spans(_words(text)), tasks, generic) for where, text in phrases_of_the_tests()}
     assert {k: v for k, v in found.items() if v} == {}

@@ -133,3 +133,15 @@ def test_the_correction_after_a_no_goes_on_with_the_refused_request():
     h.turn("no")
     assert h.meta["c1"] == {"intent": "cancel", "sub_intent": "order"}
     assert carried_request(h.domain, h.store.records("s1")) == ("cancel", "order")
+
+
+def test_a_question_that_names_the_users_choices_offers_them_as_choices_one_that_does_not_offers_none():
+    h = _verified()
+    r = h.turn("Please cancel order #W1000001", orch=[w1("cancel", "order")])
+    [q] = r.of("clarify")
+    assert q.question == "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?"
+    assert q.options == ["no longer needed", "ordered by mistake"]  # the words name them: a client shows both
+    h = _verified()
+    r = h.turn("I want to return the earbuds of order #W1000002", orch=[w1("return", "items")])
+    [q] = r.of("clarify")
+    assert q.question == "Which of your payment methods should I use?" and q.options == []  # names none of them

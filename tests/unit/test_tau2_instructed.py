@@ -213,3 +213,47 @@ def test_what_a_refused_card_misses_is_said_against_the_write_on_the_same_order(
     assert u.respond(AssistantTurn(cards=(("card.exchange_items", card),))).rule == "no"
     r = u.respond(AssistantTurn(question="What should I change about it?"))
     assert (r.text, r.rule) == ("Also the Tea Tray.", "what_differs")  # not "Not the Desk Lamp": the kettle's write
+
+
+def cancel_task(reason: str, want_reason: str = "no longer needed") -> dict:
+    return {"id": "x2", "user_scenario": {"instructions": {"reason_for_call": reason,
+                                                            "known_info": "You are Nadia Okafor, zip code 60614.",
+                                                            "unknown_info": "", "task_instructions": ""}},
+            "evaluation_criteria": {"actions": [{"name": "cancel_pending_order", "arguments": {
+                "order_id": "#W7000001", "reason": want_reason}}]}}
+
+
+def test_offered_choices_none_of_its_sentences_tells_apart_it_picks_the_one_it_wants_and_never_an_id():
+    reasons = ("no longer needed", "ordered by mistake")
+    for want in reasons:
+        u = InstructedUser(cancel_task("You want to cancel the order with the kettle.", want), CARD_TOOLS,
+                           vocab=instructed_vocabulary(DB))
+        u.opening()
+        r = u.respond(AssistantTurn(question="Why would you like to cancel: is it no longer needed, or was it "
+                                             "ordered by mistake?", options=reasons))
+        assert (r.text, r.rule) == (want[0].upper() + want[1:] + ".", "picks")
+    u = InstructedUser(cancel_task("You want to cancel the order with the kettle."), CARD_TOOLS,
+                       vocab=instructed_vocabulary(DB))
+    u.opening()
+    r = u.respond(AssistantTurn(question="Why would you like to cancel?"))  # an open question: nothing made up
+    assert (r.text, r.rule) == ("I'd rather not say.", "facts")
+    r = u.respond(AssistantTurn(question="Which order do you mean: #W7000001, #W7000002?",
+                                options=("#W7000001", "#W7000002")))
+    assert r.rule != "picks" and "W7000001" not in r.text  # an order number is not something a person knows
+    assert u.respond(AssistantTurn(question="Is it this?", options=("no longer needed",))).rule != "picks"  # one
+
+
+def test_a_function_word_in_a_sentence_does_not_choose_between_offered_choices():
+    # "no" of "no rush" tells "no longer needed" from "ordered by mistake" apart no more than "or" does
+    u = InstructedUser(cancel_task("You want to cancel the kettle order. There is no rush."),
+                       CARD_TOOLS, vocab=instructed_vocabulary(DB))
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which of these do you mean: no longer needed, ordered by mistake?",
+                                options=("no longer needed", "ordered by mistake")))
+    assert (r.text, r.rule) == ("No longer needed.", "picks")
+    u = InstructedUser(cancel_task("You want to cancel the kettle order: you ordered it by mistake."), CARD_TOOLS,
+                       vocab=instructed_vocabulary(DB))
+    u.opening()
+    r = u.respond(AssistantTurn(question="Which of these do you mean: no longer needed, ordered by mistake?",
+                                options=("no longer needed", "ordered by mistake")))
+    assert r.rule == "chooses" and "by mistake" in r.text  # its own words come first
