@@ -24,7 +24,8 @@ Rules, tried in this order on each assistant turn:
 1. **escalation** → the session ends (``escalated``); past ``max_turns`` user turns → ``turn_cap``.
 2. **a card** → ``Yes, please go ahead.`` when its tool and arguments equal an expected write not done yet
    (that write is then done), else ``No, that's not what I want.`` (``cards_refused``; a card equal to one
-   refused before also counts in ``reoffered_after_no``).
+   refused before also counts in ``reoffered_after_no``); with the no, what a conditional instruction the card's
+   words meet says to say ("But when the agent asks for confirmation, you decide to keep it after all"), once.
 3. **asked who they are** → the identity (a second ask gives the next identity the instructions hold, e.g.
    another email).
 4. **asked what a conditional instruction names** ("If the agent asks for which vacuum cleaner, mention the
@@ -191,7 +192,7 @@ def sayable(text: str) -> list[str]:
 #: A conditional instruction keyed by what the assistant asks: "If the agent asks (you) for which vacuum cleaner,
 #: mention the robotic one", "When asked for the order ID, provide 9502126 first".
 _CONDITIONAL = re.compile(
-    r"^\s*(?:if|when|once)\s+(?:(?:the|an?)\s+(?:agent|representative|assistant)\s+asks?|(?:you\s+are\s+)?asked)"
+    r"^\s*(?:(?:but|and|then|also)\s+)?(?:if|when|once)\s+(?:(?:the|an?)\s+(?:agent|representative|assistant)\s+asks?|(?:you\s+are\s+)?asked)"
     r"(?:\s+you)?(?:\s+(?:for|about|to|whether|if|which))?\s+(?P<cond>[^,]{3,80}),\s*(?P<then>.+?)\s*$", re.I)
 #: The verb that opens an instructed answer ("mention the robotic one"): what to say follows it.
 _SAY = re.compile(r"^(?:then\s+)?(?:(?:you\s+)?(?:mention|provide|say|tell\s+(?:the\s+agent|them|it)|give|answer|reply)"
@@ -408,6 +409,30 @@ class InstructedUser(TaskUser):
     def write_tools(self) -> frozenset[str]:
         return self.vocab.write_tools
 
+    def _ends_or_judges(self, turn: AssistantTurn) -> UserReply | None:
+        """As every scripted user; a card it refuses gets, with the no, what a conditional instruction the card meets
+        says to say ("when the agent asks for confirmation, you decide …": rule 2)."""
+        reply = super()._ends_or_judges(turn)
+        if reply is None or reply.rule != "no":
+            return reply
+        said = self._conditional(turn.text)
+        if said is None:
+            return reply
+        self.said[-1] = text = f"{reply.text} {said}"
+        return UserReply(text, "no", reply.repeated_ask)
+
+    def _conditional(self, asked: str) -> str | None:
+        """What the first unused conditional instruction ``asked`` meets says to say (rule 4), once."""
+        stems = {w[:5] for w in _WORDS.findall(asked.lower())}
+        asked_topics = set(self._topics(asked))
+        for i, (cond, then) in enumerate(self.instructions.answers):  # "if asked for X, say Y": in order, once each
+            topics = set(self._topics(" ".join(sorted(cond))))  # "the cancellation reason" is asked by "why …?"
+            if i not in self._conditions_used and (all(w[:5] in stems for w in cond)
+                                                   or (topics and topics <= asked_topics)):
+                self._conditions_used.add(i)
+                return then
+        return None
+
     def opening(self) -> str:
         return self._say(self.instructions.opening, "opening").text or ""
 
@@ -535,14 +560,9 @@ class InstructedUser(TaskUser):
                 self._identity_next = min(self._identity_next + 1, len(ids) - 1)
                 text = ids[self._identity_next]
             return text, "identity"
-        stems = {w[:5] for w in _WORDS.findall(asked.lower())}
-        asked_topics = set(self._topics(asked))
-        for i, (cond, then) in enumerate(self.instructions.answers):  # "if asked for X, say Y": in order, once each
-            topics = set(self._topics(" ".join(sorted(cond))))  # "the cancellation reason" is asked by "why …?"
-            if i not in self._conditions_used and (all(w[:5] in stems for w in cond)
-                                                   or (topics and topics <= asked_topics)):
-                self._conditions_used.add(i)
-                return then, "instructed"
+        then = self._conditional(asked)
+        if then is not None:
+            return then, "instructed"
         if self._last_rule == "no" and (self.vocab.change.search(asked) or not self._topics(asked)):
             diff = self._diff()
             if diff:

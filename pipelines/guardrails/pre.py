@@ -64,6 +64,7 @@ __all__ = [
     "Confirmation",
     "normalize_reply",
     "confirmation_of",
+    "opens_with_no",
     "scan_data",
     "as_data",
     "data_block",
@@ -106,6 +107,21 @@ def confirmation_of(text: str, config: GuardrailConfig) -> Confirmation | None:
     if _made_of(words, {tuple(normalize_reply(a).split()) for a in config.negatives}):
         return "negative"
     return None
+
+
+#: A text's first sentence (up to its first ``.``, ``!``, ``?`` or ``;``) and what follows it.
+_FIRST_SENTENCE = re.compile(r"^\s*([^.!?;]*[.!?;]+)\s*(.*)$", re.S)
+
+
+def opens_with_no(text: str, config: GuardrailConfig) -> bool:
+    """Whether ``text`` opens with an explicit no — its first sentence is wholly table negatives ("No, that's not
+    what I want.") — and goes on with words of its own (the correction: "… Only the desk lamp."). A text that is
+    wholly a no is :func:`confirmation_of`'s ``negative`` instead; "No, I want the blue one." is neither (its first
+    sentence holds more than a no)."""
+    m = _FIRST_SENTENCE.match(text)
+    if m is None or not normalize_reply(m.group(2)):
+        return False
+    return confirmation_of(m.group(1), config) == "negative"
 
 
 @runtime_checkable
@@ -186,6 +202,8 @@ class PreGuardResult(BaseModel):
     history: list[str] = Field(default_factory=list, description="Prior user texts, redacted.")
     vault: dict[str, str] = Field(default_factory=dict, description="Placeholder -> value.")
     confirmation: Confirmation | None = Field(None, description="The whole text is an explicit yes / no.")
+    opens_with_no: bool = Field(False, description="The text opens with a sentence that is wholly an explicit no and "
+                                "goes on (a refusal with its correction): not a confirmation.")
     route: Route | None = None
     route_rule: str | None = None
     blocked: bool = Field(False, description="Refused: the decision is ``block``.")
@@ -199,6 +217,7 @@ class PreGuardResult(BaseModel):
         """A loggable view (no vault values)."""
         return {
             "confirmation": self.confirmation,
+            "opens_with_no": self.opens_with_no,
             "route": self.route,
             "route_rule": self.route_rule,
             "blocked": self.blocked,
@@ -365,6 +384,7 @@ class PreGuard:
             history=red_history,
             vault=vault.entries(),
             confirmation=confirmation_of(clean, self.config),
+            opens_with_no=opens_with_no(clean, self.config),
             route=route,
             route_rule=rule,
             blocked=decision == "block",

@@ -10,6 +10,8 @@
     pending card + "yes"         → the confirmed write, once (checkpointed before the reply)
     pending card + "no"          → declined (the pack's ``declined`` text and its question of what should
                                    change; the card is remembered and never shown again)
+    pending card + a no that goes on ("No, that's not it. Only the lamp.") → declined as above, then W1 and the
+                                   orchestrator decide on the correction (the same card stays refused)
     pending card + anything else → dropped; W1 and the orchestrator decide
 
 :func:`route` returns ``None`` when no route applies.
@@ -32,6 +34,18 @@ def decided_by_route(st: TandemState) -> bool:
     pending = st.facts.state.get("pending")
     return (st.pre.route is not None or st.pre.blocked or st.pre.decision == "ask"
             or bool(pending and st.pre.confirmation in ("affirmative", "negative")))
+
+
+def _decline(st: TandemState, pending: dict) -> None:
+    """The pending card refused: remembered by its arguments (never shown again), dropped, and the correction that
+    follows goes on with the same request."""
+    assert st.facts is not None
+    declined = st.meta.setdefault("declined", [])
+    declined.append(signature(pending["card_id"], pending["args"]))
+    del declined[:-20]
+    st.facts.state = {**st.facts.state, "pending": None}
+    if len(pending.get("labels") or []) == 2:
+        st.meta["c1"] = {"intent": pending["labels"][0], "sub_intent": pending["labels"][1]}
 
 
 async def route(st: TandemState) -> Outcome | None:
@@ -66,14 +80,14 @@ async def route(st: TandemState) -> Outcome | None:
             return outcome
         if pending and pre.confirmation == "negative":
             st.emit("tandem.route", route="decline_pending", reason_code="declined", rule=pending["card_id"])
-            declined = st.meta.setdefault("declined", [])
-            declined.append(signature(pending["card_id"], pending["args"]))
-            del declined[:-20]
-            facts.state = {**facts.state, "pending": None}
+            _decline(st, pending)
             st.intent, st.sub_intent = "declined", "pending"
-            if len(pending.get("labels") or []) == 2:  # the correction that follows goes on with the same request
-                st.meta["c1"] = {"intent": pending["labels"][0], "sub_intent": pending["labels"][1]}
             return declined_outcome(st.orch.domain, st.meta.setdefault("asked", []))  # never the same card again: what should change?
+        if pending and pre.opens_with_no:  # "No, that's not it. Only the lamp.": refused, the correction decides
+            st.emit("tandem.route", route="drop_pending", reason_code="declined_with_correction",
+                    rule=pending["card_id"])
+            _decline(st, pending)
+            return None
         if pending:
             st.emit("tandem.route", route="drop_pending", reason_code="not_confirmed", rule=pending["card_id"])
             facts.state = {**facts.state, "pending": None}

@@ -77,7 +77,7 @@ def test_data_blocks_defuse_their_own_tags() -> None:
 
 def test_pre_guard_summary_keys() -> None:
     pre = asyncio.run(LocalGuardrails().pre("My email is a@b.co, yes please"))
-    assert pre.summary() == {"confirmation": pre.confirmation, "route": None, "route_rule": None,
+    assert pre.summary() == {"confirmation": pre.confirmation, "opens_with_no": False, "route": None, "route_rule": None,
                              "blocked": False, "decision": "pass", "hits": [], "pii_found": ["[EMAIL_1]"],
                              "rules_version": default_guardrail_config().version}
 

@@ -167,6 +167,28 @@ def test_explicit_negatives() -> None:
     assert pre("no, I'd rather return it").confirmation is None  # a new request: not a bare decline
 
 
+@pytest.mark.parametrize("text", ["No, that's not what I want. Only the desk lamp.", "No! The red one",
+                                  "no; the red one", "Not that. Keep the lamp?", "Nope.  And the mat too."])
+def test_a_no_that_goes_on_is_a_refusal_with_its_correction_not_a_confirmation(text: str) -> None:
+    r = pre(text)
+    assert r.opens_with_no and r.confirmation is None
+
+
+@pytest.mark.parametrize("text", [
+    "No, that's not what I want.",           # wholly a no: confirmation says negative
+    "No, that's not what I want. ",          # nothing follows but space
+    "No, that's not what I want. ...",       # nothing follows but punctuation
+    "no, I'd rather return it. The lamp.",   # the first sentence holds more than a no
+    "Yes. Only the desk lamp.",              # a yes that goes on: neither
+    "Only the desk lamp. No.",               # the no comes last
+    "No thanks but the lamp. Yes.",          # "but the lamp" is not a table phrase
+    "no the red one",                        # one sentence, not wholly a no
+    "",
+])
+def test_anything_else_does_not_open_with_a_no(text: str) -> None:
+    assert pre(text).opens_with_no is False
+
+
 # ---- PII ---------------------------------------------------------------------------
 
 

@@ -135,6 +135,25 @@ def test_the_correction_after_a_no_goes_on_with_the_refused_request():
     assert carried_request(h.domain, h.store.records("s1")) == ("cancel", "order")
 
 
+def test_a_no_that_goes_on_declines_the_card_and_the_correction_never_gets_the_same_card_again():
+    from pipelines.tandem.cards import signature as sig
+
+    h = _verified()
+    params = {"order_id": "#W1000001", "reason": "no longer needed"}
+    card = j(decision="action", card_id="card.cancel_order", params=params)
+    h.turn("Please cancel order #W1000001, I no longer need it", orch=[w1("cancel", "order"), card])
+    r = h.turn("No, that's not what I want. I meant the other order.", orch=[w1("cancel", "order"), card])
+    assert h.meta["declined"] == [sig("card.cancel_order", params)]  # refused though the text goes on
+    assert h.meta["c1"] == {"intent": "cancel", "sub_intent": "order"}
+    assert not r.of("action_card")  # the model proposed the same card: blocked, the turn asks what should change
+    assert [q.question for q in r.of("clarify")] == ["What should I change about it?"]
+    assert h.meta["state"]["pending"] is None
+    h = _verified()
+    h.turn("Please cancel order #W1000001, I no longer need it", orch=[w1("cancel", "order"), card])
+    h.turn("Could you also tell me the status?", orch=[w1("cancel", "order"), card])
+    assert h.meta["declined"] == [] and h.meta["state"]["pending"] is None  # dropped, not refused: no no was said
+
+
 def test_a_question_that_names_the_users_choices_offers_them_as_choices_one_that_does_not_offers_none():
     h = _verified()
     r = h.turn("Please cancel order #W1000001", orch=[w1("cancel", "order")])

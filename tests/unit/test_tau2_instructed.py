@@ -257,3 +257,21 @@ def test_a_function_word_in_a_sentence_does_not_choose_between_offered_choices()
     r = u.respond(AssistantTurn(question="Which of these do you mean: no longer needed, ordered by mistake?",
                                 options=("no longer needed", "ordered by mistake")))
     assert r.rule == "chooses" and "by mistake" in r.text  # its own words come first
+
+
+def test_a_conditional_the_card_meets_is_said_with_the_no_and_a_leading_conjunction_still_makes_a_conditional():
+    reason = ("You want to cancel the kettle order because you no longer need it. But when the agent asks for "
+              "confirmation, you decide to keep it after all.")
+    assert conditionals(reason) == [(frozenset({"confirmation"}), "I decide to keep it after all.")]
+    u = InstructedUser(cancel_task(reason, "ordered by mistake"), CARD_TOOLS, vocab=instructed_vocabulary(DB))
+    u.opening()
+    card = AssistantTurn(text="I can cancel order #W7000001. Please reply yes to confirm, or no to keep it as it is.",
+                         cards=(("card.cancel_order", {"order_id": "#W7000001", "reason": "no longer needed"}),))
+    r = u.respond(card)
+    assert (r.text, r.rule) == ("No, that's not what I want. I decide to keep it after all.", "no")
+    assert u.said[-1] == r.text and u.cards_refused == 1
+    r = u.respond(card)  # once: the next no is a plain no
+    assert (r.text, r.rule) == ("No, that's not what I want.", "no") and u.reoffered_after_no == 1
+    u = InstructedUser(cancel_task(reason, "no longer needed"), CARD_TOOLS, vocab=instructed_vocabulary(DB))
+    u.opening()
+    assert u.respond(card).text == "Yes, please go ahead."  # the card it wants: a yes, whatever the instruction
