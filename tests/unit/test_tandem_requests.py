@@ -344,3 +344,20 @@ def test_the_turn_records_the_question_it_asked_and_the_next_turn_reads_it() -> 
 
     assert h.meta["question"].startswith("To get started, could you share the email address")
     assert last_question(h.store.records("s1")) == h.meta["question"]
+
+
+def test_a_product_two_orders_hold_is_told_apart_by_the_options_its_items_do_not_share() -> None:
+    from pipelines.domains.support.pack import _told_apart
+
+    kinds = {"Laptop": {"#W1": [{"screen": "15-inch", "ram": "16GB", "storage": "512GB SSD"}],
+                        "#W2": [{"screen": "15-inch", "ram": "32GB", "storage": "256GB SSD"}]},
+             "Mug": {"#W1": [{"color": "red"}]},
+             "Lamp": {"#W1": [{"color": "white"}], "#W2": [{"color": "white"}]},
+             "Kettle": {"#W1": [{"size": "1L"}, {"size": "2L"}], "#W2": [{"size": "2L"}]}}
+    assert _told_apart("Laptop", "#W1", kinds) == "Laptop (16GB, 512GB SSD)"  # the shared 15-inch tells nothing
+    assert _told_apart("Laptop", "#W2", kinds) == "Laptop (32GB, 256GB SSD)"
+    assert _told_apart("Mug", "#W1", kinds) == "Mug"  # one order holds it: the name is enough
+    assert _told_apart("Lamp", "#W2", kinds) == "Lamp"  # nothing differs: nothing to add
+    assert _told_apart("Kettle", "#W1", kinds) == "Kettle (1L)"  # its 2L one is like the other order's
+    assert _told_apart("Kettle", "#W2", kinds) == "Kettle"
+    assert _told_apart("Laptop", "#W3", kinds) == "Laptop"  # an order not among them

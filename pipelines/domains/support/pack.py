@@ -315,6 +315,18 @@ def _item_words(info: Mapping[str, Any]) -> str:
     return f"the {info.get('name', 'item')}" + (f" ({opts})" if opts else "")
 
 
+def _told_apart(name: str, order: str, kinds: Mapping[str, Mapping[str, list[dict[str, Any]]]]) -> str:
+    """A product's name in one order's description; where other orders described beside it hold the same product,
+    with the option values of its items here that the others' items lack (nothing differs: the name alone)."""
+    held = kinds.get(name) or {}
+    if len(held) < 2 or order not in held:
+        return name
+    elsewhere = {(k, str(v)) for other, items in held.items() if other != order for opts in items for k, v in opts.items()}
+    own = [", ".join(str(v) for k, v in opts.items() if (k, str(v)) not in elsewhere) for opts in held[order]]
+    own = [x for x in dict.fromkeys(own) if x]
+    return f"{name} ({'; '.join(own)})" if own else name
+
+
 def _payment_words(method: Mapping[str, Any]) -> str:
     """A payment method by its kind (and a card by its brand and last digits)."""
     source = str(method.get("source", ""))
@@ -903,16 +915,23 @@ class SupportPack(PackBase):
         return len(orders) > 1 and all(len(o) == 1 for o in products.values())
 
     def describe_records(self, records: Sequence[str], facts: TurnFacts) -> list[str]:
-        """"#W1 (Desk Lamp, Water Bottle; delivered)" for each order read; an order not read yet by its id."""
+        """"#W1 (Desk Lamp, Water Bottle; delivered)" for each order read; a product that more than one of them
+        holds is told apart by the options its items do not share ("Laptop (16GB, 512GB SSD)" and "Laptop (32GB,
+        256GB SSD)"); an order not read yet by its id."""
         state = self.state_of(facts)
+        kinds: dict[str, dict[str, list[dict[str, Any]]]] = {}  # product name -> order -> its items' options
+        for i in state.items.values():
+            if i.get("order_id") in records:
+                kinds.setdefault(str(i.get("name")), {}).setdefault(str(i["order_id"]), []).append(
+                    dict(i.get("options") or {}))
         out = []
         for o in records:
             info = state.orders.get(o)
             if not info:
                 out.append(o)
                 continue
-            names = ", ".join(dict.fromkeys(info.get("items") or [])) or "no items"
-            out.append(f"{o} ({names}; {info.get('status', '')})")
+            names = ", ".join(_told_apart(str(n), o, kinds) for n in dict.fromkeys(info.get("items") or []))
+            out.append(f"{o} ({names or 'no items'}; {info.get('status', '')})")
         return out
 
     def choices(self, about: str, facts: TurnFacts) -> list[str]:
