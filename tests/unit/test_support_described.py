@@ -260,6 +260,45 @@ def test_payment_methods_are_described_by_digits_kind_or_brand():
     assert names_payment(["the card ending in 12"]) and names_payment(["paypal"]) and not names_payment(["hello"])
 
 
+@pytest.mark.parametrize(("text", "shown", "expected"), [
+    ("charge the other card instead", "credit_card_2", ["credit_card_1"]),  # a card of the shown one's kind
+    ("use my other credit card", "credit_card_1", ["credit_card_2"]),
+    ("the other card, please", "gift_card_3", []),  # one gift card: no other of its kind
+    ("my other gift card", "credit_card_1", ["gift_card_3"]),  # the kind said
+    ("the other payment method", "paypal_4", ["credit_card_1", "credit_card_2", "gift_card_3"]),  # any: asked
+    ("the other card", "paypal_4", ["credit_card_1", "credit_card_2"]),  # not a card shown: the credit cards
+    ("the card, please", "credit_card_2", []),  # nothing "other"
+    ("the other card", None, []),  # no card shown
+    ("the other card", "credit_card_9", []),  # not theirs
+    ("I want the other one", "credit_card_2", []),  # "one" may be an item: not a payment method
+])
+def test_the_other_card_is_every_method_of_its_kind_but_the_one_shown(text, shown, expected):
+    from pipelines.domains.support.candidates import other_payment_methods
+
+    assert other_payment_methods(METHODS, text, shown) == expected
+
+
+def test_the_other_card_after_a_card_is_the_card_it_did_not_show():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"payment_method_id": list(METHODS)}, "record")
+    state = {"authenticated_user_id": "u", "payment_methods": METHODS, "records": records.model_dump(),
+             "pending": {"card_id": "card.modify_payment", "title": "t", "tool": "modify_pending_order_payment",
+                         "args": {"order_id": "#W1000001", "payment_method_id": "credit_card_2"}}}
+    facts = TurnFacts(session_id="s", user_text="No, the other card.", user_texts=["pay with my card",
+                                                                                   "No, the other card."], state=state)
+    pack.restore(facts)
+    assert facts.state["shown_payment"] == "credit_card_2"
+    assert facts.candidates.of("payment_method_id") == ["credit_card_1"]
+    later = {**facts.state, "pending": None}  # a turn later, the card gone: still told apart from it
+    facts = TurnFacts(session_id="s", user_text="the other card", user_texts=["the other card"], state=later)
+    pack.restore(facts)
+    assert facts.candidates.of("payment_method_id") == ["credit_card_1"]
+
+
 def _two_item_facts(text: str):
     from pipelines.domain import TurnFacts
 
@@ -498,11 +537,61 @@ def test_the_order_the_user_named_is_the_only_order_a_card_may_carry():
     (["everything other than the shoes"], False),
     (["all the things except the lamp", "actually, all the items"], True),  # one unnarrowed ask
     (["return the lamp"], False),
+    (["return every item of order #W1000001"], True),
+    (["each item, please"], True),
+    (["every single item in my order"], True),
+    (["every item I like"], False),
 ])
 def test_all_the_items_is_every_item_only_when_nothing_narrows_it(texts, expected):
     from pipelines.domains.support.pack import says_all_items
 
     assert says_all_items(texts) is expected
+
+
+ORDER3 = {"l": {"name": "Desk Lamp", "product_id": "pl"}, "k": {"name": "Electric Kettle", "product_id": "pk"},
+          "b": {"name": "Water Bottle", "product_id": "pb"}}
+
+
+@pytest.mark.parametrize(("texts", "expected"), [
+    (["return everything except the kettle"], (0, ["l", "b"])),
+    (["all the items in the order but the kettle and the water bottle"], (0, ["l"])),
+    (["all but the lamp"], (0, ["k", "b"])),
+    (["every item apart from the desk lamp, please"], (0, ["k", "b"])),
+    (["all of them other than the bottle"], (0, ["l", "k"])),
+    (["everything, except for the kettle"], (0, ["l", "b"])),
+    (["hello", "everything aside from the lamp"], (1, ["k", "b"])),  # the newest text that says it
+    (["everything but the lamp", "everything except the kettle"], (1, ["l", "b"])),
+    (["everything, but only if it is refunded to my card"], None),  # the exception names nothing of theirs
+    (["everything except the lamp, the kettle and the bottle"], None),  # nothing left: no such request
+    (["return the kettle, not the lamp"], None),  # no "all"
+    (["Everything is broken. But the kettle is fine."], None),  # another sentence
+    (["everything unrelated to my old hobby"], None),
+])
+def test_every_item_but_an_exception_keeps_all_the_others(texts, expected):
+    from pipelines.domains.support.pack import all_but
+
+    assert all_but(ORDER3, texts) == expected
+
+
+def test_every_item_but_one_is_the_card_s_items_until_a_later_text_names_some():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001"], "item_id": ["l", "k", "b"]}, "record")
+    items = {i: {**info, "order_id": "#W1000001"} for i, info in ORDER3.items()}
+    state = {"authenticated_user_id": "u", "records": records.model_dump(), "items": items,
+             "orders": {"#W1000001": {"status": "delivered", "items": ["Desk Lamp", "Electric Kettle", "Water Bottle"],
+                                      "paid_with": "p"}}}
+    for texts, expected in ((["Return everything in order #W1000001 except the kettle."], ["l", "b"]),
+                            (["Return everything in order #W1000001 but the kettle."], ["l", "b"]),  # not the kettle
+                            (["Return everything in order #W1000001 except the kettle.", "Only the lamp."], ["l"]),
+                            (["Return everything except the kettle."], [])):  # no order in question yet: found first
+        facts = TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=state)
+        pack.restore(facts)
+        pack.snapshot_values(facts)
+        assert facts.candidates.of("item_id") == expected, texts
 
 
 SHIRTS = {
@@ -814,6 +903,7 @@ def test_an_item_named_to_say_where_another_came_from_is_not_itself_named(text, 
 
 
 def test_its_item_is_the_one_item_of_the_order_in_question_and_no_item_of_an_order_with_two():
+    """An order that holds one item: that item, unless the words point at another order or name a product."""
     from pipelines.domain import TurnFacts
     from pipelines.domains import load_domain
 
@@ -829,7 +919,8 @@ def test_its_item_is_the_one_item_of_the_order_in_question_and_no_item_of_an_ord
     for text, expected in (("For order #W1000001, change its item to a red one.", ["u1"]),
                            ("For order #W2000002, change its item to a red one.", []),  # two: which is asked
                            ("For order #W1000001, the item in my other order should be red.", []),  # not its own
-                           ("For order #W1000001, make it red.", [])):  # no item spoken of
+                           ("For order #W1000001, change the one in my previous order.", []),  # another order
+                           ("For order #W1000001, make it red.", ["u1"])):  # no product named: its one item
         facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=state)
         pack.restore(facts)
         pack.snapshot_values(facts)

@@ -37,6 +37,7 @@ __all__ = [
     "slot_candidates",
     "record_candidates",
     "described_items",
+    "other_payment_methods",
     "names_product",
     "described_variants",
     "option_rank",
@@ -787,3 +788,26 @@ def described_payment_methods(methods: Mapping[str, Mapping[str, Any]], texts: I
         branded = [pid for pid in kind if methods[pid].get("brand") and appears_in(str(methods[pid]["brand"]), texts)]
         out += branded or kind
     return out
+
+
+#: "the other card", "my other credit card", "the other payment method": a method told apart from the one just shown.
+_OTHER_METHOD = re.compile(r"\b(?:the|my)\s+other\s+(?P<what>(?:credit\s+|debit\s+|gift\s+)?cards?|payment(?:\s+methods?)?|"
+                           r"methods?)\b", re.I)
+_CARD_SOURCES = {"credit": ("credit_card",), "debit": ("credit_card",), "gift": ("gift_card",)}
+
+
+def other_payment_methods(methods: Mapping[str, Mapping[str, Any]], text: str, shown: str | None) -> list[str]:
+    """The user's payment methods ``text`` calls "the other card" / "the other payment method" after a card showed
+    ``shown``: every method but ``shown`` of the kind said (a card of ``shown``'s kind when it is a card, else a
+    credit card; any kind for a payment method). Empty when the text says no such thing or ``shown`` is not theirs."""
+    m = _OTHER_METHOD.search(text)
+    if not m or not shown or shown not in methods:
+        return []
+    what = m.group("what").lower()
+    if "card" in what:
+        first = what.split()[0]
+        held = str(methods[shown].get("source", ""))
+        sources = _CARD_SOURCES.get(first) or ((held,) if held.endswith("_card") else ("credit_card",))
+    else:
+        sources = tuple({str(x.get("source", "")) for x in methods.values()})
+    return [pid for pid, x in methods.items() if pid != shown and str(x.get("source", "")) in sources]

@@ -46,6 +46,7 @@ from .candidates import (
     described_variants,
     extract_user_candidates,
     names_payment,
+    other_payment_methods,
     price_wanted,
     record_candidates,
     said_as,
@@ -125,6 +126,8 @@ class SupportState(BaseModel):
         0, description="Where the open request starts among the session's user texts: the texts before it "
         "described a request a confirmed write has done (its items, order and wanted options are not the next "
         "request's).")
+    shown_payment: str | None = Field(
+        None, description="The payment method of the last card shown: what \"the other card\" is told apart from.")
     records: CandidateSet = Field(default_factory=CandidateSet)
     pending: PendingCard | None = None
 
@@ -139,7 +142,8 @@ def support_rule_tables() -> dict[str, Any]:
 
 _ALL_ORDERS = re.compile(r"\b(?:all|both|every|each)\b(?:\s+of)?(?:\s+(?:my|the|these|those))?(?:\s+[a-z]+){0,2}?"
                          r"\s+orders?\b", re.I)
-_ALL_ITEMS = re.compile(r"\b(all (the |of the |my )?(items|things|products|of them|of it)|everything)\b", re.I)
+_ALL_ITEMS = re.compile(r"\b(all (the |of the |my )?(items|things|products|of them|of it)|everything|"
+                        r"(every|each) (single )?(item|thing|product))\b", re.I)
 # "all the items" followed by anything but the end of the clause or the order it is in ("everything except the
 # lamp", "all the things that are broken", "everything for the garden") names a part the user has not said: which
 # items is asked. Unnarrowed: "everything.", "all the items of order #W1", "everything in my order, please".
@@ -150,6 +154,27 @@ _OPEN = re.compile(r"\s*(?:$|[.,!?;:)]|(?:in|of|from|on)\s+(?:my|the|this|that|i
 def says_all_items(texts: Sequence[str]) -> bool:
     """Whether the user asked for every item ("all the items", "everything") without narrowing it."""
     return any(_OPEN.match(t[m.end():]) for t in texts for m in _ALL_ITEMS.finditer(t))
+
+
+#: Every item but some: "everything except the lamp", "all the items in the order but the kettle", "all of them other
+#: than the shoes", "every item apart from the charger", "all but the mug" — the exception runs to the clause's end.
+_ALL_BUT = re.compile(r"\b(?:all(?: (?:the |of the |my )?(?:items|things|products|of them|of it))?|everything|"
+                      r"every (?:item|thing|product)|each (?:item|thing|product))\b(?:[^.;!?]{0,40}?)[\s,]+"
+                      r"(?:except(?: for)?|but(?: not)?|other than|apart from|aside from|besides|save for|excluding)\s+"
+                      r"(?P<rest>[^.;!?]+)", re.I)
+
+
+def all_but(items: Mapping[str, Mapping[str, Any]], texts: Sequence[str]) -> tuple[int, list[str]] | None:
+    """Every one of ``items`` but those an exception names ("everything except the lamp"): the newest text that
+    says so (its index in ``texts``) and the items kept. ``None`` when no text does, or its exception names none of
+    ``items`` ("everything, but only if it is refunded": nothing of theirs left out, so no exception)."""
+    for at in range(len(texts) - 1, -1, -1):
+        for m in _ALL_BUT.finditer(texts[at]):
+            left = described_items(items, [m.group("rest")])
+            kept = [i for i in items if i not in left]
+            if left and kept:
+                return at, kept
+    return None
 
 
 def _session_texts(facts: TurnFacts) -> list[str]:
@@ -228,28 +253,39 @@ def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
 _ITS_ITEM = re.compile(r"\b(?:its|the|that|this|the order'?s)\s+(?:item|product|article)\b(?!\s+(?:of|in|on)\s+"
                        r"(?:the|my)\s+(?:other|second|first))", re.I)
 
+#: Words that point past the order in question ("the item in my other order", "my second order").
+_ANOTHER_ORDER = re.compile(r"\b(?:other|another|second|first|previous|earlier|older|newer)\s+(?:order|purchase)\b",
+                            re.I)
+
 
 def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
-    """The items of the order in question the user named by product name ("all the items": every one; "its item"
-    of an order that holds one item: that one)."""
+    """The items of the order in question the user named by product name ("all the items": every one; "everything
+    except the lamp": every one but the lamp; "its item" of an order that holds one item: that one)."""
     texts = _request_texts(facts, state)
     scoped = _scoped_items(facts, state)
+    but = all_but(scoped, texts) if _order_in_question(facts, state) else None
+    if but is not None:  # "everything except the lamp": every item but the lamp, unless a later text names some
+        return described_items(scoped, texts[but[0] + 1:]) or but[1]
     named = described_items(scoped, texts)
     if not named and _order_in_question(facts, state):
         if says_all_items(texts) or (len(scoped) == 1 and any(_ITS_ITEM.search(t) for t in texts)):
             named = list(scoped)  # "all the items of the order"; "its item" when it holds one
+        elif len(scoped) == 1 and not described_items(dict(state.items), texts) and not any(
+                _ANOTHER_ORDER.search(t) for t in texts):
+            named = list(scoped)  # the order holds one item, the user named no product of theirs: that one
     return named
 
 
 def _named_payment(facts: TurnFacts, state: SupportState) -> list[str]:
-    """The payment methods the newest user text that names any describes (by kind, brand, digits or id), or the
-    one the order in question was paid with when that text says so ("the card I paid with", "the original
-    payment method")."""
+    """The payment methods the newest user text that names any describes (by kind, brand, digits or id; "the other
+    card": those of its kind but the last card's), or the one the order in question was paid with when that text
+    says so ("the card I paid with", "the original payment method")."""
     typed = facts.candidates.of("payment_method_id")
     order = _order_in_question(facts, state)
     paid = str((state.orders.get(order or "") or {}).get("paid_with") or "")
     for text in [facts.user_text, *reversed(facts.user_texts)]:
-        named = described_payment_methods(state.payment_methods or {}, [text]) + [
+        other = other_payment_methods(state.payment_methods or {}, text, state.shown_payment)
+        named = other or described_payment_methods(state.payment_methods or {}, [text]) + [
             p for p in typed if appears_in(p, [text])]
         if not named and paid and says_original_payment(text):
             named = [paid]
@@ -631,6 +667,10 @@ class SupportPack(PackBase):
                 and not (c.has("email") or c.has("first_name")))
 
     def restore(self, facts: TurnFacts) -> None:
+        pending = facts.state.get("pending")
+        shown = (pending.get("args") or {}).get("payment_method_id") if isinstance(pending, Mapping) else None
+        if isinstance(shown, str):  # the card the user answers now: "the other card" is told apart from its method
+            facts.state = {**facts.state, "shown_payment": shown}
         state = self.state_of(facts)
         facts.candidates = facts.candidates.merged(state.records)
         _narrow(facts, state)
