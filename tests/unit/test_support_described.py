@@ -925,3 +925,50 @@ def test_its_item_is_the_one_item_of_the_order_in_question_and_no_item_of_an_ord
         pack.restore(facts)
         pack.snapshot_values(facts)
         assert facts.candidates.of("item_id") == expected, text
+
+
+def _two_tablets(texts: list[str], selected: dict | None = None):
+    from pipelines.domain import TurnFacts
+
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001", "#W2000002"], "item_id": ["t1", "t2", "l1"]}, "record")
+    items = {"t1": {"name": "Tablet", "product_id": "pt", "order_id": "#W1000001", "price": 100.0},
+             "l1": {"name": "Desk Lamp", "product_id": "pl", "order_id": "#W1000001", "price": 900.0},
+             "t2": {"name": "Tablet", "product_id": "pt", "order_id": "#W2000002", "price": 300.0}}
+    orders = {"#W1000001": {"status": "delivered", "items": ["Tablet", "Desk Lamp"], "paid_with": "p"},
+              "#W2000002": {"status": "delivered", "items": ["Tablet"], "paid_with": "p"}}
+    state = {"authenticated_user_id": "u", "records": records.model_dump(), "items": items, "orders": orders,
+             "selected": selected}
+    return TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=state)
+
+
+@pytest.mark.parametrize(("texts", "expected"), [
+    (["two tablets came", "send back whichever is more expensive"], ["#W2000002"]),
+    (["two tablets came", "send back whichever is cheaper"], ["#W1000001"]),
+    (["two tablets came", "whichever is cheaper", "no wait, the pricier tablet"], ["#W2000002"]),  # the newest text says
+    (["two tablets came", "return one of them"], ["#W1000001", "#W2000002"]),  # no price: both, asked
+    (["send back the more expensive lamp"], ["#W1000001"]),  # one order holds it: nothing to compare
+])
+def test_the_more_expensive_one_is_the_order_of_the_priciest_item_named(texts, expected):
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_tablets(texts)
+    assert pack.pick_records("return", ["#W1000001", "#W2000002"], facts) == expected
+
+
+def test_a_later_text_that_picks_another_order_by_price_overrides_the_order_found_before():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    texts = ["two tablets came", "send back whichever is cheaper"]
+    facts = _two_tablets(texts, selected={"id": "#W1000001", "at": 1, "queue": []})
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W1000001"]  # found for "the cheaper one"
+    facts = _two_tablets([*texts, "No. I changed my mind: whichever is more expensive."],
+                         selected={"id": "#W1000001", "at": 1, "queue": []})
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W2000002"]
+    facts = _two_tablets([*texts, "No. Refund it to my card."], selected={"id": "#W1000001", "at": 1, "queue": []})
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W1000001"]  # no price said: the order found stays

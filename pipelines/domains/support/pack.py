@@ -219,11 +219,28 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
         typed = [o for o in extract_user_candidates(texts[at]).get("order_id", []) if o not in sources]
         if typed:
             return str(typed[-1])
+        priced = _by_price(state, texts[first:], texts[at]) if state is not None else None
+        if priced:  # "the more expensive one" of a product the request named in several orders: the one it is in
+            return priced
         if state is not None:  # items of one read order, and of no other, described in this text: that order
             held = {state.items[i].get("order_id") for i in described_items(state.items, [texts[at]])}
             if len(held) == 1:
                 return str(held.pop())
     return str(selected["id"]) if selected.get("id") else None
+
+
+def _by_price(state: SupportState, request: Sequence[str], text: str) -> str | None:
+    """The order ``text`` picks by price ("the more expensive one", "the cheaper one") among the items of one
+    product the ``request`` texts named in several read orders: the order of the priciest (cheapest) of them;
+    ``None`` when ``text`` says no price or the named items are in one order."""
+    price = price_wanted([text])
+    if price is None:
+        return None
+    named = [i for i in described_items(state.items, request) if isinstance(state.items[i].get("price"), float)]
+    if len({state.items[i].get("order_id") for i in named}) < 2:
+        return None
+    best = (max if price[0] > 0 else min)(named, key=lambda i: float(state.items[i]["price"]))
+    return str(state.items[best]["order_id"])
 
 
 def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, str]]:
@@ -916,12 +933,11 @@ class SupportPack(PackBase):
         items = {i: info for i, info in state.items.items() if info.get("order_id") in fits}
         named = described_items(items, texts)
         described = [o for o in fits if any(items[i].get("order_id") == o for i in named)]
-        price = price_wanted(texts)
-        if len(described) > 1 and price is not None:  # "the more expensive one" of one product in several orders
-            priced = [i for i in named if isinstance(items[i].get("price"), float)]
-            if priced:
-                best = (max if price[0] > 0 else min)(priced, key=lambda i: float(items[i]["price"]))
-                return [str(items[best]["order_id"])]
+        if len(described) > 1:  # "the more expensive one" of one product in several orders: the newest text saying
+            for text in reversed(texts):
+                priced = _by_price(state, texts, text)
+                if priced in described:
+                    return [priced]
         if len(described) > 1 and not self.asks_for_all(facts):  # the orders that hold the most of what was named
             held = {o: len({items[i].get("name") for i in named if items[i].get("order_id") == o}) for o in described}
             top = max(held.values())  # ("the bookshelf and jigsaw I received in the same order")
