@@ -972,3 +972,59 @@ def test_a_later_text_that_picks_another_order_by_price_overrides_the_order_foun
     facts = _two_tablets([*texts, "No. Refund it to my card."], selected={"id": "#W1000001", "at": 1, "queue": []})
     pack.restore(facts)
     assert facts.candidates.of("order_id") == ["#W1000001"]  # no price said: the order found stays
+
+
+@pytest.mark.parametrize(("text", "done", "expected"), [
+    ("Ship my pending order to the new address, and switch its item to the red colour.",
+     ["modify_pending_order_address"], True),  # the item change is still open
+    ("Ship my pending order to the new address, and switch its item to the red colour.",
+     ["modify_pending_order_address", "modify_pending_order_items"], False),  # both made
+    ("Ship my pending order to the new address.", ["modify_pending_order_address"], False),  # nothing more
+    ("Switch its item to the red colour.", ["modify_pending_order_address"], False),  # not this write's text
+    ("The lamp came broken: exchange it or send it back.", ["return_delivered_order_items"], False),  # alternatives
+])
+def test_a_text_that_asks_for_another_part_of_the_order_stays_open_after_one_write(text, done, expected):
+    from pipelines.domains.support.pack import _asks_more
+
+    assert _asks_more(text, done) is expected
+
+
+def test_the_product_of_an_order_s_one_item_is_read_for_its_change():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001"], "item_id": ["u1"]}, "record")
+    state = {"authenticated_user_id": "u", "records": records.model_dump(),
+             "items": {"u1": {"name": "Umbrella", "product_id": "pu", "order_id": "#W1000001"}},
+             "orders": {"#W1000001": {"status": "pending", "items": ["Umbrella"], "paid_with": "p"}}}
+    text = "For order #W1000001, switch it to the red colour."
+    facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=state)
+    pack.restore(facts)
+    from pipelines.domains.support.pack import _named_product
+
+    assert _named_product(facts, pack.state_of(facts)) == "pu"
+    read = {**state, "variants": {"pu": {"v": {"options": {"color": "red"}, "available": True}}}}
+    facts = TurnFacts(session_id="s", user_text=text, user_texts=[text], state=read)
+    assert _named_product(facts, pack.state_of(facts)) == "pu"  # read already: still the one in question
+
+
+def test_a_write_leaves_its_request_open_while_its_text_asks_for_another_part():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    texts = ["hello", "Ship my pending order to the new address, and switch its item to the red colour.", "Yes."]
+    state = {"authenticated_user_id": "u", "request_from": 1}
+    facts = TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=state)
+    result = {"order_id": "#W1000001", "user_id": "u", "status": "pending", "items": []}
+    pack.observe("modify_pending_order_address", result, True, facts)
+    st = pack.state_of(facts)
+    assert (st.request_from, st.request_done) == (1, ["modify_pending_order_address"])  # the item change is open
+    pack.observe("modify_pending_order_items", result, True, facts)
+    st = pack.state_of(facts)
+    assert (st.request_from, st.request_done) == (3, [])  # both done: the next text starts the next request
+    facts = TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=state)
+    pack.observe("modify_pending_order_items", result, False, facts)  # a failed write changes nothing
+    assert pack.state_of(facts).request_from == 1

@@ -56,7 +56,7 @@ from .candidates import (
     typed_addresses,
     variant_candidates,
 )
-from .cards import ACTION_CARDS
+from .cards import ACTION_CARDS, cards_for_tool
 from .eligibility import REASONS, authenticate
 from .generator import PRODUCT_TEMPLATES, generate_world
 from .grounded import owner_candidates, ungrounded_args
@@ -126,6 +126,9 @@ class SupportState(BaseModel):
         0, description="Where the open request starts among the session's user texts: the texts before it "
         "described a request a confirmed write has done (its items, order and wanted options are not the next "
         "request's).")
+    request_done: list[str] = Field(
+        default_factory=list, description="The write tools confirmed for the open request, when a text of it asks "
+        "for more changes than those (\"change the address, and its item's colour\": the item change stays open).")
     shown_payment: str | None = Field(
         None, description="The payment method of the last card shown: what \"the other card\" is told apart from.")
     records: CandidateSet = Field(default_factory=CandidateSet)
@@ -229,6 +232,23 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
     return str(selected["id"]) if selected.get("id") else None
 
 
+#: Intents whose sub-intents are parts of one order or account, each changed by a write of its own (an order's
+#: address and its items); a return and an exchange of one item are alternatives, never both asked.
+_PARTS = ("modify", "account")
+
+
+def _asks_more(text: str, done: Sequence[str]) -> bool:
+    """Whether ``text`` asked for a write of ``done`` (the write tools confirmed for its request) and, by the cues of
+    its words, for a change of another part none of them made ("change my order's address, and its item's colour
+    to red": an item change after the address write; "exchange or return it": one of the two, not both)."""
+    asked: set[str] = set()
+    for intent in [i for i in intent_prior(text) or [] if i in _PARTS]:
+        for sub in sub_intent_prior(text, intent) or [""]:
+            asked |= set(cards_for(intent, sub))
+    made = {c.id for tool in done for c in cards_for_tool(tool)}
+    return bool(asked & made) and bool(asked - made)
+
+
 def _by_price(state: SupportState, request: Sequence[str], text: str) -> str | None:
     """The order ``text`` picks by price ("the more expensive one", "the cheaper one") among the items of one
     product the ``request`` texts named in several read orders: the order of the priciest (cheapest) of them;
@@ -263,7 +283,9 @@ def _named_product(facts: TurnFacts, state: SupportState) -> str | None:
             products = list(dict.fromkeys(items[i]["product_id"] for i in named))
             unread = [p for p in products if p not in state.variants]
             return unread[0] if unread else products[-1]
-    return None
+    held = [items[i]["product_id"] for i in _named_items(facts, state) if i in items]  # "its item", "all the items"
+    unread = [p for p in dict.fromkeys(held) if p not in state.variants]
+    return unread[0] if unread else (held[-1] if held else None)
 
 
 #: An item spoken of by the order it is in, not by its name ("its item", "the product on that order").
@@ -771,8 +793,12 @@ class SupportPack(PackBase):
                 if selected:  # done: the next order of the request, if any
                     state.selected = ({"id": queue[0], "at": selected.get("at", 0), "queue": queue[1:]}
                                       if queue else None)
-                if not queue:  # the request is done: the next text starts the next one
-                    state.request_from = len(_session_texts(facts))
+                if not queue:  # the request is done: the next text starts the next one, unless one of its
+                    texts = _session_texts(facts)  # texts asks for another change too (it stays open)
+                    done = [*state.request_done, tool]
+                    first = min(state.request_from, len(texts) - 1)
+                    still = [at for at in range(first, len(texts)) if _asks_more(texts[at], done)]
+                    state.request_from, state.request_done = (still[-1], done) if still else (len(texts), [])
             found = record_candidates(tool, result, owner)
             where = result.get("address")
             address = {k: str(v) for k, v in where.items() if isinstance(v, str)} if isinstance(where, Mapping) else {}
