@@ -23,7 +23,7 @@ from typing import Any
 
 from serve.loadtest import SLO, LoadSpec, Workload, WorkloadUnavailable, run_load_sync
 
-__all__ = ["TurnCostRecord", "cost_workload", "play_alone", "play_load", "goodput_of"]
+__all__ = ["TurnCostRecord", "cost_workload", "play_alone", "play_load", "goodput_of", "server_split"]
 
 
 @dataclass
@@ -137,4 +137,17 @@ def play_load(http: str, workload: Workload, *, users: int, requests: int, slo: 
             "duration_s": round(s["duration_s"], 3), "turns_per_s": s["ok_rps"], "goodput_rps": s["goodput_rps"],
             "goodput_fraction": s["goodput_fraction"], "slo_attainment": s["slo_attainment"],
             "ttft_ms": {"p50": lat["ttft_ms"]["p50"], "p90": lat["ttft_ms"]["p90"]},
-            "e2e_ms": {"p50": lat["e2e_ms"]["p50"], "p90": lat["e2e_ms"]["p90"]}}
+            "e2e_ms": {"p50": lat["e2e_ms"]["p50"], "p90": lat["e2e_ms"]["p90"]},
+            "server_ms": server_split(lat)}
+
+
+#: The server's own times of a turn (its ``done`` event's timings) kept per load level.
+SERVER_FIELDS = ("queue_ms", "server_first_token_ms", "server_end_ms")
+
+
+def server_split(latency: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Where a load level's turns spent their time on the server — the queue before the turn ran, the server's
+    first token and end, each stage (``stage.<name>``) — as p50 / p90 of the turns that reported it: what a
+    first token under load waits on."""
+    return {k: {"p50": round(v["p50"], 3), "p90": round(v["p90"], 3)} for k, v in latency.items()
+            if (k in SERVER_FIELDS or k.startswith("stage.")) and v.get("n")}

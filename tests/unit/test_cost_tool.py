@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from serve.cost.cli import main, parse_variant
-from serve.cost.measure import TurnCostRecord, cost_workload, goodput_of
+from serve.cost.measure import TurnCostRecord, cost_workload, goodput_of, server_split
 from serve.cost.report import (
     build_doc,
     dist,
@@ -106,6 +106,19 @@ def test_goodput_of_turns_alone() -> None:
     g = goodput_of(recs, SLO(ttft_ms=1000.0, e2e_ms=15000.0))
     assert g == {"users": 1, "requests": 4, "turns_per_s": 3 / 5.0, "goodput_rps": 1 / 5.0, "goodput_fraction": 0.25}
     assert goodput_of([], SLO())["goodput_fraction"] == 0.0
+
+
+def test_a_load_level_keeps_the_server_side_split_of_its_turns() -> None:
+    nan = float("nan")
+    lat = {"ttft_ms": {"n": 4, "p50": 4600.0, "p90": 9000.0},
+           "queue_ms": {"n": 4, "p50": 12.3456, "p90": 40.0},
+           "server_first_token_ms": {"n": 4, "p50": 4500.0, "p90": 8800.0},
+           "server_end_ms": {"n": 0, "p50": nan, "p90": nan},  # none reported it: left out
+           "stage.w1": {"n": 3, "p50": 4100.0, "p90": 8000.0},
+           "itl_ms": {"n": 9, "p50": 150.0, "p90": 300.0}}  # a client-side measure: not the server's
+    assert server_split(lat) == {"queue_ms": {"p50": 12.346, "p90": 40.0},
+                                 "server_first_token_ms": {"p50": 4500.0, "p90": 8800.0},
+                                 "stage.w1": {"p50": 4100.0, "p90": 8000.0}}
 
 
 def test_the_workload_interleaves_openings_with_whole_pack_sessions() -> None:
