@@ -488,6 +488,57 @@ def test_a_comparative_about_an_option_the_product_lacks_changes_nothing():
     assert described_variants(lamps, ["l_med"], ["a more colorful lamp"]) == []  # no option named so: nothing
 
 
+CAMERAS = {"c24": {"options": {"resolution": "24MP", "zoom": "3x"}, "available": True},
+           "c20": {"options": {"resolution": "20MP", "zoom": "3x"}, "available": True},
+           "c30": {"options": {"resolution": "30MP", "zoom": "3x"}, "available": True},
+           "c18": {"options": {"resolution": "18MP", "zoom": "3x"}, "available": True}}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("one step down in resolution: a lower resolution, zoom as it is", ["c20"]),  # one step: the nearest below
+    ("any lower resolution", ["c20", "c18"]),  # any below: both, asked
+    ("a higher resolution", ["c30"]),
+    ("greater resolution", ["c30"]),
+    ("a lower zoomed-in shot", []),  # "lower" about no option of theirs ("zoomed" is not an option name)
+])
+def test_higher_and_lower_are_comparatives_of_the_option_they_name(text, expected):
+    assert described_variants(CAMERAS, ["c24"], [text]) == expected
+
+
+PUZZLES = {"p500": {"options": {"pieces": "500", "theme": "art"}, "available": True},
+           "p1000": {"options": {"pieces": "1000", "theme": "art"}, "available": True},
+           "p1500": {"options": {"pieces": "1500", "theme": "art"}, "available": True},
+           "p1500a": {"options": {"pieces": "1500", "theme": "animals"}, "available": True},
+           "p2000": {"options": {"pieces": "2000", "theme": "animals"}, "available": True}}
+
+
+def test_an_amount_more_names_the_value_that_far_from_the_held_one():
+    from pipelines.domains.support.candidates import by_amount
+
+    held, wanted = PUZZLES["p500"], PUZZLES["p1500"]
+    assert by_amount(held, wanted, ["1000 more pieces please"]) == ["1500"]
+    assert by_amount(held, PUZZLES["p1000"], ["1000 more pieces please"]) == []  # 500 more, not 1000
+    assert by_amount(PUZZLES["p1500"], PUZZLES["p1000"], ["500 fewer pieces"]) == ["1000"]
+    assert by_amount(held, wanted, ["1000 more reviews"]) == []  # no option named so
+    assert described_variants(PUZZLES, ["p500"], ["give me 1000 more pieces"]) == ["p1500"]
+    assert described_variants(PUZZLES, ["p500"], ["1000 more pieces, with an animal theme"]) == ["p1500a"]
+
+
+@pytest.mark.parametrize(("value", "text", "expected"), [
+    ("animals", "an animal theme", True),
+    ("animal", "something with animals", True),
+    ("glasses", "the glass one", True),
+    ("sneakers", "a sneaker", True),
+    ("animals", "animation", False),  # another word
+    ("art", "arts", False),  # three letters: too short to tell
+    ("20MP", "20MPs", False),  # not a word
+])
+def test_a_one_word_value_is_said_in_either_number(value, text, expected):
+    from pipelines.domains.support.candidates import said_in_number
+
+    assert said_in_number(value, [text]) is expected
+
+
 def test_restating_the_held_item_names_no_wish():
     shirts = {
         "held": {"options": {"color": "black", "size": "XXL", "material": "cotton", "style": "crew neck"},

@@ -512,7 +512,10 @@ def rank_step(held: Any, other: Any) -> float | None:
 
 #: A comparative of any quality: "more X", "less X", "not as X", "Xer" — about the option whose name starts as X
 #: does ("less bright" → brightness, "quieter" → quietness…), matched against the product's own option names.
-_MORE_LESS = re.compile(r"\b(more|less|not as)\s+([a-z]{4,})\b", re.I)
+_MORE_LESS = re.compile(r"\b(more|less|not as|higher|lower|greater|fewer)\s+([a-z]{4,})\b", re.I)
+_UP = frozenset({"more", "higher", "greater"})
+#: An amount more or less of an option ("1000 more pieces", "two fewer slots" is not read: digits only).
+_DELTA = re.compile(r"\b(\d+(?:\.\d+)?)\s+(more|extra|additional|fewer|less)\s+([a-z]{4,})\b", re.I)
 _ER = re.compile(r"\b([a-z]{3,}?)(?:(?<=([b-df-hj-np-tv-z]))\2)?er\b", re.I)
 
 
@@ -522,10 +525,39 @@ def comparatives(texts: Iterable[str]) -> list[tuple[tuple[str, ...], int]]:
     joined = " ".join(texts)
     out = [(opts, d) for rx, opts, d in COMPARATIVES if rx.search(joined)]
     for m in _MORE_LESS.finditer(joined):
-        out.append(((f"~{m.group(2).lower()[:5]}",), 1 if m.group(1).lower() == "more" else -1))
+        out.append(((f"~{m.group(2).lower()[:5]}",), 1 if m.group(1).lower() in _UP else -1))
     for m in _ER.finditer(joined):
         if len(m.group(1)) >= 4:
             out.append(((f"~{m.group(1).lower()[:5]}",), 1))
+    return out
+
+
+def said_in_number(value: str, texts: Iterable[str]) -> bool:
+    """Whether a one-word option value of four letters or more is said in the other number ("animal" for the theme
+    "animals", "sneakers" for "sneaker")."""
+    v = normalize_value(value)
+    if not re.fullmatch(r"[a-z]{4,}", v):
+        return False
+    stem = v[:-2] if v.endswith("es") and len(v) > 5 else v[:-1] if v.endswith("s") else v
+    rx = re.compile(rf"(?<![\w]){re.escape(stem)}(?:e?s)?(?![\w])")
+    return any(rx.search(normalize_value(t)) for t in texts)
+
+
+def by_amount(held: Mapping[str, Any], variant: Mapping[str, Any], texts: Iterable[str]) -> list[str]:
+    """The option values of ``variant`` that are the held item's value plus or minus an amount the user said of
+    that option ("1000 more pieces": 500 pieces held → 1500; the option whose name starts as the word does)."""
+    h_opts = {normalize_value(k): x for k, x in (held.get("options") or {}).items()}
+    out: list[str] = []
+    for m in _DELTA.finditer(" ".join(texts)):
+        sign = 1.0 if m.group(2).lower() in ("more", "extra", "additional") else -1.0
+        stem = m.group(3).lower()[:5]
+        for k, x in (variant.get("options") or {}).items():
+            key = normalize_value(k)
+            if not key.startswith(stem) or key not in h_opts:
+                continue
+            a, b = option_rank(h_opts[key]), option_rank(x)
+            if a and b and a[0] == b[0] == -1 and abs(b[1] - (a[1] + sign * float(m.group(1)))) < 1e-9:
+                out.append(str(x))
     return out
 
 
@@ -709,15 +741,18 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     comps, price = (comparatives(texts), price_wanted(texts)) if len(held) == 1 else ([], None)
     heads = _value_heads(variants)
     step_of_one = any(_ONE_STEP.search(t) for t in texts)  # a comparative of one step: the nearest option only
+    said = [_DELTA.sub(r" \2 \3", t) for t in texts]  # "1000 more pieces" names no 1000: an amount, not a value
     scored: list[tuple[tuple[int, int, float], str]] = []
     for vid, v in variants.items():
         if not isinstance(v, Mapping) or not v.get("available") or vid in held:
             continue
         values = [str(x) for x in (v.get("options") or {}).values()]
-        named = [x for x in values if appears_in(x, texts) or names_measure(x, texts) or (
-            heads.get(normalize_value(x)) and appears_in(heads[normalize_value(x)], texts))]
+        named = [x for x in values if appears_in(x, said) or names_measure(x, said) or said_in_number(x, said) or (
+            heads.get(normalize_value(x)) and appears_in(heads[normalize_value(x)], said))]
         named += [str(x) for k, x in (v.get("options") or {}).items()
                   if normalize_value(x) in _NONE_VALUES and str(x) not in named and _says_none_of(str(k), texts)]
+        if held:  # "1000 more pieces": the value that far from the held one is named
+            named += [x for x in by_amount(variants[held[0]], v, texts) if x not in named]
         moved = _moves(variants[held[0]], v, comps, price) if held else 0
         if moved is None:
             continue  # against what the user asked ("bigger", "cheaper")
