@@ -567,6 +567,31 @@ def price_wanted(texts: Iterable[str]) -> tuple[int, bool] | None:
     return next(((d, top) for rx, d, top in PRICE_WORDS if rx.search(joined)), None)
 
 
+_SAME = re.compile(r"\bsame\s+", re.I)
+_JOIN = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+|\s*&\s*)")
+
+
+def kept_options(options: Iterable[str], texts: Iterable[str]) -> set[str]:
+    """The options (of ``options``, a product's option names) the user's words say to keep as they are: a list of
+    them after "same" ("the same size and material", "same colour, size or length") or one followed, within two
+    words, by "the same" / "unchanged" ("keep the colour the same")."""
+    names = sorted({normalize_value(o) for o in options}, key=len, reverse=True)
+    heads = [(n, re.compile(rf"{re.escape(n)}s?\b")) for n in names]
+    out: set[str] = set()
+    for t in texts:
+        low = normalize_value(t)
+        for m in _SAME.finditer(low):
+            at = m.end()
+            while (hit := next(((n, r.match(low, at)) for n, r in heads if r.match(low, at)), None)) is not None:
+                out.add(hit[0])
+                join = _JOIN.match(low, hit[1].end())
+                if join is None or not join.group(0):
+                    break
+                at = join.end()
+        out |= {n for n in names if re.search(rf"\b{re.escape(n)}s?\s+(?:\w+\s+){{0,2}}?(?:the\s+same|unchanged)\b", low)}
+    return out
+
+
 _ONE_STEP = re.compile(r"\b(?:one|a|single) (?:size|step|notch|level)\b|\bslightly\b|\ba (?:bit|little)\b", re.I)
 
 
@@ -722,8 +747,9 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     many of their option values the user named that the held item does not have (a description of the held
     item — "change it (black, XXL) to purple, S" — names no wish) plus comparatives satisfied, then by how
     many option values they
-    keep of the held item ("the same one but clicky"); a superlative price keeps only the extreme price
-    among them. Every variant tied at the top is returned (one: the change is determined; several: the
+    keep of the held item ("the same one but clicky") — with a superlative price, only of the options the user said
+    to keep ("the cheapest one of the same size": the other options are the price's to choose) — and a superlative
+    price keeps only the extreme price among them. Every variant tied at the top is returned (one: the change is determined; several: the
     user is asked which; none: nothing described yet). An available variant whose own id the user typed is the one
     described, whatever else they said.
 
@@ -742,10 +768,15 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     heads = _value_heads(variants)
     step_of_one = any(_ONE_STEP.search(t) for t in texts)  # a comparative of one step: the nearest option only
     said = [_DELTA.sub(r" \2 \3", t) for t in texts]  # "1000 more pieces" names no 1000: an amount, not a value
+    h_opts = {normalize_value(k): normalize_value(x) for k, x in (variants[held[0]].get("options") or {}).items()
+              } if len(held) == 1 else {}
+    extreme = price is not None and price[1]  # "the cheapest": a kept value ranks only where the user said to keep it
+    keep = kept_options(h_opts, texts) if extreme else set()  # "the cheapest one of the same size"
     scored: list[tuple[tuple[int, int, float], str]] = []
     for vid, v in variants.items():
         if not isinstance(v, Mapping) or not v.get("available") or vid in held:
             continue
+        v_opts = {normalize_value(k): normalize_value(x) for k, x in (v.get("options") or {}).items()}
         values = [str(x) for x in (v.get("options") or {}).values()]
         named = [x for x in values if appears_in(x, said) or names_measure(x, said) or said_in_number(x, said) or (
             heads.get(normalize_value(x)) and appears_in(heads[normalize_value(x)], said))]
@@ -760,7 +791,10 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
             continue
         changed = [x for x in named if normalize_value(x) not in no_wish]  # a restated held value is no wish
         near = -_distance(variants[held[0]], v, comps) if held and step_of_one else 0.0  # "one size smaller"
-        scored.append(((len(changed) + moved, sum(normalize_value(x) in kept_values for x in values), near), vid))
+        # "the cheapest": only the options said to keep count as kept ("the cheapest one of the same size")
+        kept = sum(v_opts.get(k) == h_opts[k] for k in keep) if extreme else sum(
+            normalize_value(x) in kept_values for x in values)
+        scored.append(((len(changed) + moved, kept, near), vid))
     if not scored:
         return []
     first = max(score[0] for score, _ in scored)
@@ -770,9 +804,9 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         return liked
     best = max(score for score, _ in scored)
     top = [vid for score, vid in scored if score == best]
-    if price is not None and price[1] and all(isinstance(variants[t].get("price"), (int, float)) for t in top):
-        extreme = (min if price[0] < 0 else max)(float(variants[t]["price"]) for t in top)
-        top = [t for t in top if float(variants[t]["price"]) == extreme]  # "the cheapest": one price, not any lower
+    if extreme and price is not None and all(isinstance(variants[t].get("price"), (int, float)) for t in top):
+        end = (min if price[0] < 0 else max)(float(variants[t]["price"]) for t in top)
+        top = [t for t in top if float(variants[t]["price"]) == end]  # "the cheapest": one price, not any lower
     return top
 
 
