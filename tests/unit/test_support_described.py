@@ -476,6 +476,45 @@ def test_the_cheapest_one_is_the_lowest_price_and_cheaper_is_any_lower():
     assert described_variants(no_price, ["b750"], ["the cheapest version"]) == []  # no price known: nothing said
 
 
+#: Mugs: the held large white one and its siblings, each at its own price.
+MUGS = {
+    "big_white": {"options": {"size": "large", "color": "white"}, "available": True, "price": 12.0},
+    "small_white": {"options": {"size": "small", "color": "white"}, "available": True, "price": 10.0},
+    "small_black": {"options": {"size": "small", "color": "black"}, "available": True, "price": 8.0},
+    "big_black": {"options": {"size": "large", "color": "black"}, "available": True, "price": 11.0},
+}
+
+
+def test_the_cheapest_is_the_lowest_price_whatever_it_keeps_unless_told_what_to_keep():
+    # the price decides, not how many options a variant keeps (two siblings keep one option each, at 10 and 11)
+    assert described_variants(MUGS, ["big_white"], ["just give me the cheapest one"]) == ["small_black"]
+    assert described_variants(MUGS, ["small_black"], ["I will take the priciest mug"]) == ["big_white"]
+    # the options said to keep rank first, then the price among them
+    assert described_variants(MUGS, ["big_white"], ["the cheapest one in the same size"]) == ["big_black"]
+    assert described_variants(MUGS, ["big_white"], ["cheapest, but keep the color the same"]) == ["small_white"]
+    assert described_variants(MUGS, ["big_white"], ["the cheapest black one"]) == ["small_black"]
+    # no superlative: the variants keeping most of the held one lead, as for any change ("cheaper": any lower)
+    assert described_variants(MUGS, ["big_white"], ["something cheaper"]) == ["small_white", "big_black"]
+    assert described_variants(MUGS, ["big_white"], ["something cheaper in the same size"]) == [
+        "small_white", "big_black"]
+
+
+def test_the_options_to_keep_are_named_after_same_or_before_the_same():
+    from pipelines.domains.support.candidates import kept_options
+
+    opts = ["size", "color", "material", "screen size"]
+    assert kept_options(opts, ["keep to exactly the same size and material"]) == {"size", "material"}
+    assert kept_options(opts, ["same colors, same screen size"]) == {"color", "screen size"}  # not "size"
+    assert kept_options(opts, ["the same size, but a different color"]) == {"size"}  # the list ends at "but"
+    assert kept_options(opts, ["same color, size or material"]) == {"color", "size", "material"}
+    assert kept_options(opts, ["keep the color the same"]) == {"color"}
+    assert kept_options(opts, ["the material to stay the same"]) == {"material"}  # two words between
+    assert kept_options(opts, ["the material should stay exactly the same"]) == set()  # three: not read
+    assert kept_options(opts, ["with the size unchanged"]) == {"size"}
+    assert kept_options(opts, ["to the same address as my order"]) == set()  # no option named
+    assert kept_options(opts, ["a different size"]) == set()
+
+
 def test_a_comparative_about_an_option_the_product_lacks_changes_nothing():
     lamps = {"l_med": {"options": {"brightness": "medium", "color": "white"}, "available": True},
              "l_high": {"options": {"brightness": "high", "color": "white"}, "available": True},
@@ -1023,6 +1062,51 @@ def test_a_later_text_that_picks_another_order_by_price_overrides_the_order_foun
     facts = _two_tablets([*texts, "No. Refund it to my card."], selected={"id": "#W1000001", "at": 1, "queue": []})
     pack.restore(facts)
     assert facts.candidates.of("order_id") == ["#W1000001"]  # no price said: the order found stays
+
+
+def _two_tablets_with_options(texts: list[str], selected: dict | None = None):
+    facts = _two_tablets(texts, selected)
+    facts.state["items"]["t1"]["options"] = {"storage": "64GB", "color": "black", "screen": "10-inch"}
+    facts.state["items"]["t2"]["options"] = {"storage": "128GB", "color": "black", "screen": "10-inch"}
+    return facts
+
+
+@pytest.mark.parametrize(("texts", "expected"), [
+    (["two tablets came", "it is the 128GB one"], ["#W2000002"]),
+    (["two tablets came", "the one with 64 GB storage"], ["#W1000001"]),  # the measure in other spellings
+    (["two tablets came", "the black one"], ["#W1000001", "#W2000002"]),  # both black: nothing told apart
+    (["two tablets came", "the 10 inch black one"], ["#W1000001", "#W2000002"]),  # tied at two values each
+    (["two tablets came", "it is the 128GB one", "the 128GB one"], ["#W2000002"]),  # said again: the same
+    (["two tablets came", "the 256GB one"], ["#W1000001", "#W2000002"]),  # neither has it
+])
+def test_an_answer_naming_what_an_item_is_picks_its_order(texts, expected):
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_tablets_with_options(texts)
+    assert pack.pick_records("return", ["#W1000001", "#W2000002"], facts) == expected
+
+
+def test_the_request_s_first_text_names_what_is_wanted_not_which_order():
+    from pipelines.domains.support.pack import SupportState, _by_options
+
+    state = SupportState.model_validate(_two_tablets_with_options(["x"]).state)
+    first = "swap one of my two tablets for the 128GB one"
+    assert _by_options(state, [first], first) is None  # "128GB" is what they want, not which tablet they have
+    assert _by_options(state, ["two tablets came", "the 128GB one"], "the 128GB one") == "#W2000002"  # an answer
+    assert _by_options(state, ["my desk lamp", "the 128GB one"], "the 128GB one") is None  # no tablet named before
+
+
+def test_the_order_in_question_follows_an_answer_naming_what_its_item_is():
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    facts = _two_tablets_with_options(["two tablets came, I want to return one", "It is the 64GB one."])
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W1000001"]
+    facts = _two_tablets_with_options(["two tablets came, I want to return one", "It is the black one."])
+    pack.restore(facts)
+    assert facts.candidates.of("order_id") == ["#W1000001", "#W2000002"]  # nothing told apart: still both
 
 
 @pytest.mark.parametrize(("text", "done", "expected"), [
