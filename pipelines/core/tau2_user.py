@@ -32,6 +32,10 @@ Rules, tried in this order on each assistant turn:
    robotic one": every word of its condition in the question, by its first five letters, or every topic its
    condition names among the question's topics — "the cancellation reason" is asked by "why …?") → what it says
    to say, once.
+   **told that something cannot be done** (the turn says it can't, can only, or that something is not possible,
+   available or eligible) when an instruction says what to do then ("If a refund to the credit card is not
+   possible, return it to a gift card": a content word of its condition in the turn's words, by their first five
+   letters; the one sharing most) → what it says to do, once (``otherwise``).
 5. **asked what to change, right after a refusal** → what differs between the refused card and the write the
    user wants, in words: an item the card should leave alone ("Not the Water Bottle."), one it misses
    ("Also the Desk Lamp."), and for a wrong option, payment, address, order or reason the sentence of the
@@ -63,7 +67,7 @@ from typing import Any
 from .evaluation import AssistantTurn, first_person, opening
 
 __all__ = ["UserReply", "InstructedVocabulary", "Instructions", "TaskUser", "InstructedUser", "asking", "same_arguments",
-           "card_signature", "identity_lines", "conditionals", "SPLIT_SEED", "split_half"]
+           "card_signature", "identity_lines", "conditionals", "outcomes", "SPLIT_SEED", "split_half"]
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
 _ASKS = re.compile(r"\?|\b(please (provide|tell|confirm|share|give|specify|let me know)|could you|can you|which|"
@@ -220,6 +224,43 @@ def conditionals(text: str) -> list[tuple[frozenset[str], str]]:
     return out
 
 
+#: A condition on what cannot be done ("If a refund to the credit card is not possible, …", "If there is no cheaper
+#: one, …"): the instruction says what the user does when the assistant says so.
+_OUTCOME = re.compile(r"^\s*(?:(?:but|and|then|also)\s+)?(?:if|in case)\s+(?P<cond>[^,]{3,120}?)\s*,\s*"
+                      r"(?P<then>.+?)\s*$", re.I)
+_CANNOT = re.compile(r"\b(?:not|n't|no\s+longer)\s+(?:be\s+)?(?:possible|available|allowed|able|eligible|in\s+stock)\b|"
+                     r"\b(?:cannot|can't|unable|impossible|unavailable|out\s+of\s+stock)\b|\bthere\s+(?:is|are)\s+no\b",
+                     re.I)
+#: An assistant turn saying something cannot be done.
+_SAYS_CANNOT = re.compile(r"\b(?:can't|cannot|can\s+not|unable|can\s+only|only\s+(?:go|be)|not\s+possible|"
+                          r"isn't\s+possible|not\s+available|unavailable|no\s+longer\s+available|not\s+eligible|"
+                          r"out\s+of\s+stock)\b", re.I)
+_CANNOT_WORDS = frozenset("not possible available allowed able eligible cannot can unable impossible unavailable there "
+                          "no none longer stock out be is are".split())
+
+
+def outcomes(text: str) -> list[tuple[frozenset[str], str]]:
+    """The instructions of a reason for the call on what cannot be done: (the words of what cannot be, what the
+    user then says, in the first person) — "If refund to the credit card is not possible, return it to a gift card"
+    → ({refund, credit, card}, "Return it to a gift card."). Asked-for conditions (:func:`conditionals`) are not
+    these."""
+    out = []
+    for s in _SENTENCES.split(" ".join(str(text or "").split())):
+        if _CONDITIONAL.match(s):
+            continue
+        m = _OUTCOME.match(s)
+        if not m or not _CANNOT.search(m.group("cond")):
+            continue
+        words = frozenset(w for w in _WORDS.findall(m.group("cond").lower())
+                          if len(w) > 2 and w not in _STOP and w not in _CANNOT_WORDS)
+        parts = re.split(r",\s*(?:but|and|then)\s+|;\s*", m.group("then").strip())
+        then = _SAY.sub("", " ".join(p for p in parts[:1] if not _DIRECTIVE.search(p))).rstrip(".")
+        if words and then and not _HIDDEN.search(then):
+            said = first_person(then)
+            out.append((words, said[:1].upper() + said[1:] + "."))
+    return out
+
+
 def identity_lines(known_info: str, order: Sequence[str] = ("email", "name_zip", "user_id")) -> list[str]:
     """What the user can say about who they are, from ``known_info`` alone, in the order given."""
     info = " ".join(str(known_info or "").split())
@@ -245,6 +286,8 @@ class Instructions:
     manner: tuple[str, ...] = ()
     """The sayable sentences of ``task_instructions`` (how the user behaves): said only as an answer on a topic
     they state, never volunteered."""
+    otherwise: tuple[tuple[frozenset[str], str], ...] = ()
+    """What the user does when told something cannot be done: (words of what cannot be, what the user says then)."""
 
     @classmethod
     def of(cls, task: Mapping[str, Any], vocab: InstructedVocabulary, verbatim: bool = False) -> Instructions:
@@ -254,7 +297,8 @@ class Instructions:
         manner = str(ins.get("task_instructions") or "")  # tau2's user reads these too
         return cls(opening=opening(reason, verbatim), sentences=tuple(sayable(reason)),
                    known=tuple(sayable(known)), identities=tuple(identity_lines(known, vocab.identity_order)),
-                   answers=tuple(conditionals(reason) + conditionals(manner)), manner=tuple(sayable(manner)))
+                   answers=tuple(conditionals(reason) + conditionals(manner)), manner=tuple(sayable(manner)),
+                   otherwise=tuple(outcomes(reason) + outcomes(manner)))
 
 
 def _topic_of(key: str) -> str | None:
@@ -401,6 +445,7 @@ class InstructedUser(TaskUser):
     _answered: set[str] = field(default_factory=set)
     _identity_next: int = 0
     _conditions_used: set[int] = field(default_factory=set)
+    _outcomes_used: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.instructions = Instructions.of(self.task, self.vocab, self.verbatim)
@@ -432,6 +477,22 @@ class InstructedUser(TaskUser):
                 self._conditions_used.add(i)
                 return then
         return None
+
+    def _otherwise(self, text: str) -> str | None:
+        """When ``text`` says something cannot be done, what the unused instruction on it says to do then (the one
+        sharing most words with ``text``, by their first five letters; at least one), once."""
+        if not _SAYS_CANNOT.search(text or ""):
+            return None
+        stems = {w[:5] for w in _WORDS.findall(text.lower())}
+        best, score = None, 0
+        for i, (cond, _) in enumerate(self.instructions.otherwise):
+            n = sum(w[:5] in stems for w in cond)
+            if i not in self._outcomes_used and n > score:
+                best, score = i, n
+        if best is None:
+            return None
+        self._outcomes_used.add(best)
+        return self.instructions.otherwise[best][1]
 
     def opening(self) -> str:
         return self._say(self.instructions.opening, "opening").text or ""
@@ -541,6 +602,12 @@ class InstructedUser(TaskUser):
         key = _norm(asked)
         repeated = bool(key) and key in self._answered
         self.repeated_asks += repeated
+        otherwise = self._otherwise(turn.text)
+        if otherwise is not None:  # told it cannot be done: what the instructions say to do then (rule 4)
+            if key:
+                self._answered.add(key)
+            self.restated = 0
+            return self._say(otherwise, "otherwise", repeated)
         reply = self._answer(asked, turn.options)
         if reply is None:
             return self._carry_on()

@@ -258,6 +258,10 @@ def test_payment_methods_are_described_by_digits_kind_or_brand():
     assert described_payment_methods(METHODS, ["pay with gift_card_3"]) == ["gift_card_3"]
     assert described_payment_methods(METHODS, ["whatever is fine"]) == []
     assert names_payment(["the card ending in 12"]) and names_payment(["paypal"]) and not names_payment(["hello"])
+    # the kinds' abbreviations, in capitals only ("cc" is also a copy line)
+    assert described_payment_methods(METHODS, ["put the refund on my GC"]) == ["gift_card_3"]
+    assert described_payment_methods(METHODS, ["the CC is fine"]) == ["credit_card_1", "credit_card_2"]
+    assert described_payment_methods(METHODS, ["gc"]) == [] and not names_payment(["please cc my wife"])
 
 
 @pytest.mark.parametrize(("text", "shown", "expected"), [

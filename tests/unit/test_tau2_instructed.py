@@ -275,3 +275,34 @@ def test_a_conditional_the_card_meets_is_said_with_the_no_and_a_leading_conjunct
     u = InstructedUser(cancel_task(reason, "no longer needed"), CARD_TOOLS, vocab=instructed_vocabulary(DB))
     u.opening()
     assert u.respond(card).text == "Yes, please go ahead."  # the card it wants: a yes, whatever the instruction
+
+
+def test_what_to_do_when_told_something_cannot_be_done_is_parsed_from_its_condition():
+    from pipelines.core.tau2_user import outcomes
+
+    reason = ("You want the kettle swapped. If a refund to PayPal is not possible, you take store credit instead. "
+              "In case there is no larger kettle, keep the current one. If asked for the reason, say it is small. "
+              "If the agent cannot do it, ask the agent to call you. If you like it, say thanks.")
+    assert outcomes(reason) == [(frozenset({"refund", "paypal"}), "I take store credit instead."),
+                                (frozenset({"larger", "kettle"}), "Keep the current one.")]  # no directive, no asked-for
+    assert outcomes("If the blue one is out of stock, pick red.") == [(frozenset({"blue", "one"}), "Pick red.")]
+    assert outcomes("If it is unavailable, wait.") == []  # no word says what cannot be
+
+
+def test_told_that_something_cannot_be_done_it_says_what_its_instructions_say_to_do_then_once():
+    reason = ("You want to swap the kettle you got last week for a larger one. If paying with PayPal is not "
+              "possible, you pay with your visa card.")
+    u = user(reason=reason)
+    u.opening()
+    refusal = AssistantTurn(text="I'm sorry. I can't charge PayPal for this exchange: which method should I use?")
+    r = u.respond(refusal)
+    assert (r.text, r.rule) == ("I pay with my visa card.", "otherwise")
+    assert u.respond(refusal).rule != "otherwise"  # once
+    u = user(reason=reason)
+    u.opening()
+    assert u.respond(AssistantTurn(text="I can't find a kettle order: which order is it?")).rule != "otherwise"
+    # no word of its condition
+    u = user(reason=reason)
+    u.opening()
+    assert u.respond(AssistantTurn(text="Which method should I charge, PayPal or visa?")).rule != "otherwise"
+    # nothing said to be impossible

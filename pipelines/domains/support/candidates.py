@@ -811,10 +811,11 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
 
 
 #: Words that name a kind of payment method (``source``) in a customer's words.
+#: The kinds' abbreviations ("refund it to my GC", "the CC") count only in capitals: "cc" is also a copy line.
 PAYMENT_WORDS: dict[str, re.Pattern[str]] = {
-    "credit_card": re.compile(r"\b(credit|debit) cards?\b|\b(visa|mastercard|master card|amex|american express|"
-                              r"discover)\b", re.I),
-    "gift_card": re.compile(r"\bgift ?cards?\b", re.I),
+    "credit_card": re.compile(r"\b(?i:(credit|debit) cards?|visa|mastercard|master card|amex|american express|"
+                              r"discover)\b|\bCCs?\b"),
+    "gift_card": re.compile(r"\b(?i:gift ?cards?)\b|\bGCs?\b"),
     "paypal": re.compile(r"\bpay ?pal\b", re.I),
 }
 
