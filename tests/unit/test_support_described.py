@@ -782,8 +782,12 @@ def test_a_refusal_the_user_can_mend_by_another_payment_method_asks_for_it():
     for reason in ("same_payment_method", "payment_method_not_found", "insufficient_gift_card_balance"):
         assert pack.refusal_line({"entity": "#W1", "reason": reason}, "Change payment", contract).endswith("?")
     line = pack.refusal_line({"entity": "#W1", "reason": "order_not_pending"}, "Cancel order", contract)
-    assert line == ("I can't cancel order for order #W1: only a pending order can be changed or cancelled, and "
+    assert line == ("I can't cancel order #W1: only a pending order can be changed or cancelled, and "
                     "this one is delivered.")
+    contract = ForwardContract.model_construct(user_state={"order.#W1.status": "pending (item modified)"})
+    line = pack.refusal_line({"entity": "#W1", "reason": "order_not_pending"}, "Change shipping address", contract)
+    assert line == ("I can't change shipping address for order #W1: only a pending order can be changed or "
+                    "cancelled, and this one is no longer open to changes: its items were already changed once.")
 
 
 def test_a_stated_order_of_preference_breaks_a_tie():

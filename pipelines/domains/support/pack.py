@@ -288,6 +288,10 @@ def _by_options(state: SupportState, request: Sequence[str], text: str) -> str |
     return leaders[0] if top and len(leaders) == 1 else None
 
 
+#: An order status as a refusal says it: "pending (item modified)" is no longer pending.
+_STATUS_SAID = {"pending (item modified)": "no longer open to changes: its items were already changed once"}
+
+
 def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, str]]:
     """The observed items of the order in question; all observed items when the user named no order. An order
     named but not read yet has none: an item of another order that the same words describe is never theirs
@@ -760,8 +764,9 @@ class SupportPack(PackBase):
         by another choice (a payment method) ends with the question that asks for it."""
         oid = refusal.get("entity") or ""
         status = contract.user_state.get(f"order.{oid}.status", "not eligible")
+        status = _STATUS_SAID.get(str(status), status)
         why = _fmt(self.texts.refusals.get(str(refusal.get("reason")), ""), status=status) or "it is not allowed here"
-        where = f" for order {oid}" if oid else ""
+        where = (f" {oid}" if title.lower().endswith(" order") else f" for order {oid}") if oid else ""
         return f"I can't {title.lower()}{where}: {why}" + ("" if why.endswith("?") else ".")
 
     def executed_lines(self, action: EligibleAction, contract: ForwardContract) -> list[str]:
