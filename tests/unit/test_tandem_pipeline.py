@@ -140,7 +140,7 @@ def test_a_refused_change_is_accounted_for_not_offered():
         j(decision="action", card_id="card.cancel_order", params={"order_id": delivered, "reason": "no longer needed"}),
     ])
     assert not r.of("action_card")
-    assert f"I can't cancel order for order {delivered}: only a pending order" in r.reply
+    assert f"I can't cancel order {delivered}: only a pending order" in r.reply
     assert h.meta["c2"]["conflicts"][0]["kind"] == "action_refused"
     assert [p["kind"] for p in h.meta["c2"]["plan"]][:2] == ["apology", "constraint_account"]
     assert h.world.orders[delivered].status == "delivered"
