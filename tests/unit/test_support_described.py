@@ -47,6 +47,24 @@ def test_ties_are_all_returned_and_nothing_new_named_is_nothing():
     assert described_variants(KEYS, ["held"], ["tactile please"]) == []  # not available
 
 
+@pytest.mark.parametrize(("later", "expected"), [
+    ("only the desk lamp", ["l"]),
+    ("just the desk lamp", ["l"]),
+    ("Only swap the desk lamp.", ["l"]),  # a verb between "only" and the name
+    ("I only want to return the desk lamp", ["l"]),
+    ("only the desk lamp and the kettle", ["l", "k"]),  # the names said with it are the list
+    ("not the lamp, only the kettle", ["k"]),
+    ("Just return the desk lamp", ["b", "l", "k"]),  # "just" only right before the name: a filler word otherwise
+    ("I just received the desk lamp", ["b", "l", "k"]),
+    ("only the desk lamp arrived broken", ["l"]),
+])
+def test_only_the_items_said_after_only_are_kept(later, expected):
+    items = {"b": {"name": "Water Bottle", "product_id": "pb"}, "l": {"name": "Desk Lamp", "product_id": "pl"},
+             "k": {"name": "Electric Kettle", "product_id": "pk"}}
+    first = "Please swap the water bottle, the kettle and the desk lamp."
+    assert described_items(items, [first, later]) == expected
+
+
 def test_items_are_named_by_their_product_name_as_whole_words():
     items = {"1": {"name": "Mechanical Keyboard", "product_id": "p1"}, "2": {"name": "T-Shirt", "product_id": "p2"}}
     assert described_items(items, ["the mechanical keyboard please"]) == ["1"]

@@ -339,7 +339,9 @@ def names_product(name: str, texts: Iterable[str], *, head: bool = False) -> boo
 _LEAVE_OUT = re.compile(r"(?:\bnot|\bno|\bexcept(?: for)?|\bwithout|\bkeep(?:ing)?|\bother than|\bapart from|"
                         r"\bbesides|\bleav(?:e|ing)|\binstead of|\bdon'?t (?:want|need)|\bdo not (?:want|need))"
                         r"\s+(?:(?:the|my|a|an|that|this|any)\s+)?$")
-_ONLY = re.compile(r"\bonly\s+(?:(?:the|my|a|an|that|this)\s+)?$")
+#: "only the lamp", "just the lamp", "only exchange the lamp", "I only want to return the lamp".
+_ONLY = re.compile(r"(?:\bonly\s+(?:(?:want|need|wish|like)\s+to\s+)?(?:(?:exchange|return|cancel|change|modify|swap|"
+                   r"replace|send\s+back)\s+)?|\bjust\s+)(?:(?:the|my|a|an|that|this)\s+)?$")
 #: Words right before an item's name that use it to say which order is meant ("the backpack I received with the
 #: vacuum cleaner", "the lamp that came along with my kettle"): the item is where the other one is, not changed.
 _ALONG = re.compile(r"\b(?:received|got|came|bought|ordered|arrived|delivered|shipped|purchased)\s+(?:\w+\s+)?"
@@ -430,8 +432,8 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
             if not kinds:
                 continue
             {"named": named, "left_out": left, "only": only}[kinds[-1] if "only" not in kinds else "only"].append(iid)
-        if only:
-            chosen = list(only)
+        if only:  # "only the lamp and the kettle": the names said with it are the whole list
+            chosen = [*only, *named]
         else:
             chosen = [i for i in [*chosen, *named] if i not in left]
     return _by_options(items, [i for i in items if i in set(chosen)], texts)
