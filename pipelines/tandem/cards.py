@@ -49,10 +49,17 @@ def readback_parts(domain: Domain, tool: str, args: Mapping[str, Any], facts: An
     return parts
 
 
-def declined_outcome(domain: Domain, asked: list[str] | None = None) -> Outcome:
+def declined_outcome(domain: Domain, asked: list[str] | None = None, card_id: str = "",
+                     args: Mapping[str, Any] | None = None) -> Outcome:
     """A card the user refused (or one they refused before): ask what should change (recorded in ``asked``, the
-    session's questions, when the route decides it without :func:`vary_question`)."""
-    question = domain.texts.question("change")
+    session's questions, when the route decides it without :func:`vary_question`). A pack with a ``change_card``
+    question names the card in it (its title and the record it is about: "What should I change on the card to
+    exchange items (#W1)?"), so a second refusal of another card is asked about that card, not the same words."""
+    card = next((c for c in domain.cards if c.id == card_id), None)
+    entity = (args or {}).get(domain.entity_kind or "") if card is not None else None
+    named = f"{card.title[:1].lower()}{card.title[1:]}" + (f" ({entity})" if entity else "") if card else ""
+    question = domain.texts.question("change_card", options=named) if named and "change_card" in \
+        domain.texts.clarify else domain.texts.question("change")
     if asked is not None:
         asked.append(norm(question))
     return Outcome(path="clarify", clarify_question=question, clarify_about="change")

@@ -209,7 +209,7 @@ class Orchestrator:
             return Outcome(path="clarify", clarify_question=self.domain.texts.question(about), clarify_about=about)
         if declined_before(self.declined, card.id, args):  # the user said no to this very card: never again
             self._block(step, "declined_card", card.id)
-            return declined_outcome(self.domain)
+            return declined_outcome(self.domain, card_id=card.id, args=args)
         if declined_before(self.done, card.id, args):  # done already this session: never offered again
             self._block(step, "done_card", card.id)
             return Outcome(path="clarify", clarify_question=self.domain.texts.question("already_done"),

@@ -82,7 +82,8 @@ async def route(st: TandemState) -> Outcome | None:
             st.emit("tandem.route", route="decline_pending", reason_code="declined", rule=pending["card_id"])
             _decline(st, pending)
             st.intent, st.sub_intent = "declined", "pending"
-            return declined_outcome(st.orch.domain, st.meta.setdefault("asked", []))  # never the same card again: what should change?
+            return declined_outcome(st.orch.domain, st.meta.setdefault("asked", []), str(pending["card_id"]),
+                                    pending.get("args"))  # never the same card again: what should change?
         if pending and pre.opens_with_no:  # "No, that's not it. Only the lamp.": refused, the correction decides
             st.emit("tandem.route", route="drop_pending", reason_code="declined_with_correction",
                     rule=pending["card_id"])

@@ -146,7 +146,7 @@ def test_a_no_that_goes_on_declines_the_card_and_the_correction_never_gets_the_s
     assert h.meta["declined"] == [sig("card.cancel_order", params)]  # refused though the text goes on
     assert h.meta["c1"] == {"intent": "cancel", "sub_intent": "order"}
     assert not r.of("action_card")  # the model proposed the same card: blocked, the turn asks what should change
-    assert [q.question for q in r.of("clarify")] == ["What should I change about it?"]
+    assert [q.question for q in r.of("clarify")] == ["What should I change on the card to cancel order (#W1000001)?"]
     assert h.meta["state"]["pending"] is None
     h = _verified()
     h.turn("Please cancel order #W1000001, I no longer need it", orch=[w1("cancel", "order"), card])
@@ -164,3 +164,25 @@ def test_a_question_that_names_the_users_choices_offers_them_as_choices_one_that
     r = h.turn("I want to return the earbuds of order #W1000002", orch=[w1("return", "items")])
     [q] = r.of("clarify")
     assert q.question == "Which of your payment methods should I use?" and q.options == []  # names none of them
+
+
+def test_what_should_change_names_the_refused_card_where_the_pack_words_it_else_asks_plainly():
+    from pipelines.domains import load_domain
+    from pipelines.tandem.cards import declined_outcome
+
+    pack = load_domain("support")
+    asked: list[str] = []
+    one = declined_outcome(pack, asked, "card.exchange_items", {"order_id": "#W1000001", "item_ids": ["1"]})
+    other = declined_outcome(pack, asked, "card.modify_user_address", {"user_id": "u1", "address1": "1 Main St"})
+    assert one.clarify_question == "What should I change on the card to exchange items (#W1000001)?"
+    assert other.clarify_question == "What should I change on the card to change default address?"  # no order
+    assert one.clarify_about == "change" and len(asked) == 2 and asked[0] != asked[1]
+    assert declined_outcome(pack, None, "card.unknown", {}).clarify_question == "What should I change about it?"
+    plain = pack.texts.model_copy(update={"clarify": {k: v for k, v in pack.texts.clarify.items()
+                                                      if k != "change_card"}})
+
+    class Plain:  # a pack that words no card-naming question
+        cards, entity_kind, texts = pack.cards, pack.entity_kind, plain
+
+    q = declined_outcome(Plain(), None, "card.exchange_items", {"order_id": "#W1000001"}).clarify_question  # type: ignore[arg-type]
+    assert q == "What should I change about it?"

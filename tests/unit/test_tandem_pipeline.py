@@ -152,8 +152,8 @@ def test_no_declines_and_other_text_drops_the_pending_card():
     card = j(decision="action", card_id="card.cancel_order", params={"order_id": "#W1000001", "reason": "no longer needed"})
     h.turn("Please cancel order #W1000001, it is no longer needed", orch=[w1("cancel", "order"), card])
     r = h.turn("no")
-    assert r.reply == "Okay, I won't make that change. What should I change about it?"
-    assert [q.question for q in r.of("clarify")] == ["What should I change about it?"]
+    assert r.reply == "Okay, I won't make that change. What should I change on the card to cancel order (#W1000001)?"
+    assert [q.question for q in r.of("clarify")] == ["What should I change on the card to cancel order (#W1000001)?"]
     other = j(decision="action", card_id="card.cancel_order",
               params={"order_id": "#W1000001", "reason": "ordered by mistake"})
     h.turn("Please cancel order #W1000001, I ordered it by mistake", orch=[w1("cancel", "order"), other])

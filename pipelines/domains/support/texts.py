@@ -90,6 +90,7 @@ SUPPORT_TEXTS = DomainTexts(
         "reason": "Why would you like to cancel: is it no longer needed, or was it ordered by mistake?",
         "details": "Could you tell me a little more about what you need?",
         "change": "What should I change about it?",
+        "change_card": "What should I change on the card to {options}?",
         "identity_retry": ("I couldn't find an account with those details. Could you check them, or give me another "
                            "email address, or your first and last name and your zip code?"),
         "already_done": "I've already made that change. What else can I do for you?",
