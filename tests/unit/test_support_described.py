@@ -65,6 +65,23 @@ def test_only_the_items_said_after_only_are_kept(later, expected):
     assert described_items(items, [first, later]) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("send back both bookshelves", ["s1", "s2"]),  # -f as -ves
+    ("the bookshelfs", ["s1", "s2"]),
+    ("my two knives", ["k"]),  # -fe as -ves, by its last word
+    ("the spare batteries", ["b"]),  # a consonant's -y as -ies
+    ("the battery", ["b"]),
+    ("the key trays", ["t"]),  # a vowel's -y takes -s
+    ("the traies", []),  # not English: no plural of a vowel's -y
+    ("the batterys", []),
+])
+def test_a_product_is_named_in_the_plural_as_english_spells_it(text, expected):
+    items = {"s1": {"name": "Bookshelf", "product_id": "ps"}, "s2": {"name": "Bookshelf", "product_id": "ps"},
+             "k": {"name": "Chef Knife", "product_id": "pk"}, "b": {"name": "Battery", "product_id": "pb"},
+             "t": {"name": "Key Tray", "product_id": "pt"}}
+    assert described_items(items, [text]) == expected
+
+
 def test_items_are_named_by_their_product_name_as_whole_words():
     items = {"1": {"name": "Mechanical Keyboard", "product_id": "p1"}, "2": {"name": "T-Shirt", "product_id": "p2"}}
     assert described_items(items, ["the mechanical keyboard please"]) == ["1"]

@@ -311,8 +311,20 @@ def _name_pattern(tokens: list[str]) -> re.Pattern[str]:
     word singular or plural ("headphone" / "headphones", "watch" / "watches")."""
     *head, last = tokens
     stem = last[:-1] if len(last) > 3 and last.endswith("s") and not last.endswith("ss") else last
-    parts = [re.escape(t) for t in head] + [re.escape(stem) + r"(?:e?s)?"]
+    parts = [re.escape(t) for t in head] + [_plural(stem)]
     return re.compile(r"(?<![\w])" + r"[\s\-]?".join(parts) + r"(?![\w])")
+
+
+def _plural(word: str) -> str:
+    """A pattern for ``word`` singular or plural as English spells it: "-s"/"-es" ("watches"), a consonant's "-y" as
+    "-ies" ("batteries"), "-f"/"-fe" as "-ves" ("bookshelves", "knives")."""
+    if len(word) > 3 and word.endswith("y") and word[-2] not in "aeiou":
+        return re.escape(word[:-1]) + r"(?:y|ies)"
+    if len(word) > 3 and word.endswith("fe"):
+        return re.escape(word[:-2]) + r"(?:fe|fes|ves)"
+    if len(word) > 3 and word.endswith("f"):
+        return re.escape(word[:-1]) + r"(?:f|fs|ves)"
+    return re.escape(word) + r"(?:e?s)?"
 
 
 def _tokens(name: str) -> list[str]:
