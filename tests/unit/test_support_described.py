@@ -695,6 +695,14 @@ ORDER3 = {"l": {"name": "Desk Lamp", "product_id": "pl"}, "k": {"name": "Electri
     (["return the kettle, not the lamp"], None),  # no "all"
     (["Everything is broken. But the kettle is fine."], None),  # another sentence
     (["everything unrelated to my old hobby"], None),
+    # "the rest": every item but those the words before it speak of, in its text, else in the texts before it
+    (["keep the lamp and send back the rest"], (0, ["k", "b"])),
+    (["the kettle stays; the other items go back"], (0, ["l", "b"])),
+    (["swap the kettle and the lamp", "and return all the remaining things"], (1, ["b"])),
+    (["not the bottle", "everything else can go"], (1, ["l", "k"])),
+    (["return everything else"], None),  # nothing named before it
+    (["the lamp, the kettle and the bottle, the rest is fine"], None),  # nothing left
+    (["I will use the lamp for the rest of the week"], None),  # a rest of time
 ])
 def test_every_item_but_an_exception_keeps_all_the_others(texts, expected):
     from pipelines.domains.support.pack import all_but

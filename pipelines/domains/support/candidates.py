@@ -408,7 +408,8 @@ def _as_noun(word: str, text: str) -> bool:
     return any(_NOUN_END.match(norm, m.end()) for m in re.finditer(rf"(?<![\w]){re.escape(word)}(?![\w])", norm))
 
 
-def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]) -> list[str]:
+def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str], *,
+                    mentioned: bool = False) -> list[str]:
     """The item ids (of the user's observed orders) whose product the user's words name, as the texts left them.
 
     ``items``: item id → ``{"name", "product_id"}``. A product is named by its whole name (loosely:
@@ -417,7 +418,8 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
     letters or more that no other product starts with, ending a noun phrase ("the jigsaw I got", "the mechanical
     one"; not "the coffee is cold"). The texts are read in order:
     a name after "not", "except", "keep", "without", "instead of"… leaves its items out again; after "only"
-    keeps them alone. Empty when the user named none (then every item of the order stays a candidate)."""
+    keeps them alone. Empty when the user named none (then every item of the order stays a candidate). With
+    ``mentioned``: every item the texts speak of, however ("keep the lamp" mentions the lamp)."""
     heads: dict[str, set[str]] = {}
     for info in items.values():
         toks = _tokens(str(info.get("name") or ""))
@@ -443,6 +445,8 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
             kinds = [k for k in kinds if k != "along"]  # it says where the others are: neither named nor left out
             if not kinds:
                 continue
+            if mentioned:
+                kinds = ["named"]
             {"named": named, "left_out": left, "only": only}[kinds[-1] if "only" not in kinds else "only"].append(iid)
         if only:  # "only the lamp and the kettle": the names said with it are the whole list
             chosen = [*only, *named]

@@ -168,13 +168,27 @@ _ALL_BUT = re.compile(r"\b(?:all(?: (?:the |of the |my )?(?:items|things|product
                       r"(?P<rest>[^.;!?]+)", re.I)
 
 
+#: The items not named: "keep the lamp and return the rest", "everything else", "the other items", "all the
+#: remaining things" — every item but those the words before it name.
+_THE_REST = re.compile(r"\b(?:the\s+rest\b(?!\s+of\s+(?:the\s+)?(?:day|week|month|year|time))|everything\s+else\b|"
+                       r"(?:all\s+)?(?:the\s+|my\s+)?(?:other|remaining)\s+(?:items|things|products)\b)", re.I)
+
+
 def all_but(items: Mapping[str, Mapping[str, Any]], texts: Sequence[str]) -> tuple[int, list[str]] | None:
-    """Every one of ``items`` but those an exception names ("everything except the lamp"): the newest text that
-    says so (its index in ``texts``) and the items kept. ``None`` when no text does, or its exception names none of
-    ``items`` ("everything, but only if it is refunded": nothing of theirs left out, so no exception)."""
+    """Every one of ``items`` but those an exception names ("everything except the lamp"), or but those named before
+    "the rest" ("keep the lamp and return the rest", "everything else": the words before it in that text, else the
+    texts before it): the newest text that says so (its index in ``texts``) and the items kept. ``None`` when no text
+    does, or its exception names none of ``items`` ("everything, but only if it is refunded": nothing of theirs left
+    out, so no exception)."""
     for at in range(len(texts) - 1, -1, -1):
         for m in _ALL_BUT.finditer(texts[at]):
             left = described_items(items, [m.group("rest")])
+            kept = [i for i in items if i not in left]
+            if left and kept:
+                return at, kept
+        for m in _THE_REST.finditer(texts[at]):
+            left = (described_items(items, [texts[at][:m.start()]], mentioned=True)
+                    or described_items(items, texts[:at], mentioned=True))
             kept = [i for i in items if i not in left]
             if left and kept:
                 return at, kept
