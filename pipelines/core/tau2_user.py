@@ -31,7 +31,8 @@ Rules, tried in this order on each assistant turn:
 4. **asked what a conditional instruction names** ("If the agent asks for which vacuum cleaner, mention the
    robotic one": every word of its condition in the question, by its first five letters, or every topic its
    condition names among the question's topics — "the cancellation reason" is asked by "why …?") → what it says
-   to say, once.
+   to say (each clause of it up to one that directs the conversation: "it is 15-inch, and it is two laptops" is
+   said whole; "…, then ask the agent to …" is not), once.
    **told that something cannot be done** (the turn says it can't, can only, or that something is not possible,
    available or eligible) when an instruction says what to do then ("If a refund to the credit card is not
    possible, return it to a gift card": a content word of its condition in the turn's words, by their first five
@@ -206,6 +207,23 @@ _STOP = frozenset("the a an you your to for of and or if it its is are be with t
 _CHOICE_STOP = _STOP | frozenset("no not by was were in on at my i me do does did so but as from would like".split())
 
 
+_THEN_PARTS = re.compile(r",\s*(?:but|and|then)\s+|;\s*")
+
+
+def _sayable_then(then: str) -> str:
+    """What a conditional instruction says to say: its clauses up to the first that directs the conversation ("…,
+    and it is actually two laptops" is said; "…, then ask the agent to …" and what follows are not)."""
+    then = then.strip()
+    cuts = [0, *(m.start() for m in _THEN_PARTS.finditer(then)), len(then)]
+    end = 0
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        part = _THEN_PARTS.sub("", then[a:b], count=1) if a else then[a:b]
+        if _DIRECTIVE.search(part) or _HIDDEN.search(part) or (a and _COACHING.search(re.sub(r"^\s*you\s+", "", part))):
+            break
+        end = b
+    return then[:end]
+
+
 def conditionals(text: str) -> list[tuple[frozenset[str], str]]:
     """The conditional instructions of a reason for the call: (the words of what the assistant must ask, what the
     user then says, in the first person)."""
@@ -215,8 +233,7 @@ def conditionals(text: str) -> list[tuple[frozenset[str], str]]:
         if not m:
             continue
         words = frozenset(w for w in _WORDS.findall(m.group("cond").lower()) if len(w) > 2 and w not in _STOP)
-        parts = re.split(r",\s*(?:but|and|then)\s+|;\s*", m.group("then").strip())
-        then = _SAY.sub("", " ".join(p for p in parts[:1] if not _DIRECTIVE.search(p))).rstrip(".")
+        then = _SAY.sub("", _sayable_then(m.group("then"))).rstrip(".")
         then = re.sub(r"\s+(?:first|initially|at first)$", "", then)
         if words and then and not _HIDDEN.search(then):
             said = first_person(then)
@@ -253,8 +270,7 @@ def outcomes(text: str) -> list[tuple[frozenset[str], str]]:
             continue
         words = frozenset(w for w in _WORDS.findall(m.group("cond").lower())
                           if len(w) > 2 and w not in _STOP and w not in _CANNOT_WORDS)
-        parts = re.split(r",\s*(?:but|and|then)\s+|;\s*", m.group("then").strip())
-        then = _SAY.sub("", " ".join(p for p in parts[:1] if not _DIRECTIVE.search(p))).rstrip(".")
+        then = _SAY.sub("", _sayable_then(m.group("then"))).rstrip(".")
         if words and then and not _HIDDEN.search(then):
             said = first_person(then)
             out.append((words, said[:1].upper() + said[1:] + "."))

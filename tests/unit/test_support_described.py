@@ -1138,6 +1138,23 @@ def test_an_answer_naming_what_an_item_is_picks_its_order(texts, expected):
     assert pack.pick_records("return", ["#W1000001", "#W2000002"], facts) == expected
 
 
+@pytest.mark.parametrize(("texts", "expected"), [
+    (["two tablets came", "in fact there are two tablets to send back"], True),  # each order's tablet
+    (["please return both tablets"], True),
+    (["both of my tablets should go back"], True),
+    (["two tablets got here and I only want one"], False),  # one of them
+    (["return one of the two tablets"], False),
+    (["which of the two tablets is cheaper?"], False),
+    (["both desk lamps"], False),  # one order holds it: nothing counted across orders
+    (["two weeks ago my tablet broke"], False),  # the count is of something else
+])
+def test_a_count_of_a_product_held_in_several_orders_asks_for_each(texts, expected):
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    assert pack.asks_for_all(_two_tablets(texts)) is expected
+
+
 def test_the_request_s_first_text_names_what_is_wanted_not_which_order():
     from pipelines.domains.support.pack import SupportState, _by_options
 

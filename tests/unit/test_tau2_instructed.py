@@ -306,3 +306,14 @@ def test_told_that_something_cannot_be_done_it_says_what_its_instructions_say_to
     u.opening()
     assert u.respond(AssistantTurn(text="Which method should I charge, PayPal or visa?")).rule != "otherwise"
     # nothing said to be impossible
+
+
+def test_a_conditional_answer_says_every_clause_up_to_the_first_that_directs_the_conversation():
+    reason = ("You want to swap the kettle. If the agent asks which kettle, it is the white one, and there are in fact "
+              "two kettles that you want swapped. If asked for the reason, it is too small, and then ask the agent "
+              "to hurry. If asked for the colour, it is white, but you ask for the price first.")
+    assert conditionals(reason) == [
+        (frozenset({"kettle"}), "It is the white one, and there are in fact two kettles that I want swapped."),
+        (frozenset({"reason"}), "It is too small."),  # "then ask the agent …" directs: not said
+        (frozenset({"colour"}), "It is white."),  # "you ask for …": what to do, not what to say
+    ]

@@ -306,6 +306,26 @@ def _by_options(state: SupportState, request: Sequence[str], text: str) -> str |
 _STATUS_SAID = {"pending (item modified)": "no longer open to changes: its items were already changed once"}
 
 
+#: A count of a product ("both laptops", "two of the laptops", "all the laptops"), unless the same text takes one of
+#: them ("two tablets came and I only need one", "which of the two laptops").
+_COUNTED = re.compile(r"\b(?:both|two|three|four)\s+(?:of\s+)?(?:the\s+|my\s+|these\s+|those\s+)?(?P<what>[a-z][\w\- ]*)",
+                      re.I)
+_ONE_OF = re.compile(r"\b(?:only|just)\s+(?:\w+\s+)?one\b|\bone\s+of\b|\bwhich(?:ever)?\b|\beither\b", re.I)
+
+
+def _counted_in_orders(state: SupportState, text: str) -> bool:
+    """Whether ``text`` counts a product of the user's items held in several read orders as more than one ("it is
+    actually two laptops", "both laptops"), taking none of them alone: each order's item is meant."""
+    if _ONE_OF.search(text):
+        return False
+    for m in _COUNTED.finditer(text):
+        head = " ".join(m.group("what").split()[:3])  # the product right after the count
+        named = described_items(state.items, [head])
+        if len({state.items[i].get("order_id") for i in named}) > 1:
+            return True
+    return False
+
+
 def _scoped_items(facts: TurnFacts, state: SupportState) -> dict[str, dict[str, str]]:
     """The observed items of the order in question; all observed items when the user named no order. An order
     named but not read yet has none: an item of another order that the same words describe is never theirs
@@ -1032,6 +1052,8 @@ class SupportPack(PackBase):
         state = self.state_of(facts)
         texts = _request_texts(facts, state)
         if any(_ALL_ORDERS.search(t) for t in texts):
+            return True
+        if any(_counted_in_orders(state, t) for t in texts):  # "it is two laptops": the one in each order
             return True
         named = described_items(state.items, texts)
         orders = {state.items[i].get("order_id") for i in named}
