@@ -1156,13 +1156,13 @@ def test_a_count_of_a_product_held_in_several_orders_asks_for_each(texts, expect
 
 
 def test_the_request_s_first_text_names_what_is_wanted_not_which_order():
-    from pipelines.domains.support.pack import SupportState, _by_options
+    from pipelines.domains.support.pack import SupportState, _by_item_options
 
     state = SupportState.model_validate(_two_tablets_with_options(["x"]).state)
     first = "swap one of my two tablets for the 128GB one"
-    assert _by_options(state, [first], first) is None  # "128GB" is what they want, not which tablet they have
-    assert _by_options(state, ["two tablets came", "the 128GB one"], "the 128GB one") == "#W2000002"  # an answer
-    assert _by_options(state, ["my desk lamp", "the 128GB one"], "the 128GB one") is None  # no tablet named before
+    assert _by_item_options(state, [first], first) is None  # "128GB" is what they want, not which tablet they have
+    assert _by_item_options(state, ["two tablets came", "the 128GB one"], "the 128GB one") == "#W2000002"  # an answer
+    assert _by_item_options(state, ["my desk lamp", "the 128GB one"], "the 128GB one") is None  # no tablet named before
 
 
 def test_the_order_in_question_follows_an_answer_naming_what_its_item_is():

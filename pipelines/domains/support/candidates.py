@@ -457,7 +457,7 @@ def described_items(items: Mapping[str, Mapping[str, Any]], texts: Iterable[str]
 
 def _by_options(items: Mapping[str, Mapping[str, Any]], chosen: list[str], texts: Iterable[str]) -> list[str]:
     """Several items of one product named alike ("a vacuum cleaner" with two in the order): the newest text that
-    names an option value only one of them has ("the robotic one") keeps that one."""
+    names an option value only one of them has ("the robotic one", "the 64 GB one" for 64GB) keeps that one."""
     texts = list(texts)
     out = list(chosen)
     by_name: dict[str, list[str]] = {}
@@ -466,8 +466,8 @@ def _by_options(items: Mapping[str, Mapping[str, Any]], chosen: list[str], texts
     for group in (g for g in by_name.values() if len(g) > 1):
         values = {i: {normalize_value(v) for v in (items[i].get("options") or {}).values()} for i in group}
         for text in reversed(texts):
-            own = [i for i in group if any(appears_in(v, [text]) and sum(v in values[j] for j in group) == 1
-                                           for v in values[i])]
+            own = [i for i in group if any((appears_in(v, [text]) or names_measure(v, [text]))
+                                           and sum(v in values[j] for j in group) == 1 for v in values[i])]
             if len(own) == 1:
                 out = [i for i in out if i not in group or i == own[0]]
                 break

@@ -45,7 +45,6 @@ from .candidates import (
     described_payment_methods,
     described_variants,
     extract_user_candidates,
-    names_measure,
     names_payment,
     other_payment_methods,
     price_wanted,
@@ -240,7 +239,7 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
         priced = _by_price(state, texts[first:], texts[at]) if state is not None else None
         if priced:  # "the more expensive one" of a product the request named in several orders: the one it is in
             return priced
-        told = _by_options(state, texts[first:], texts[at]) if state is not None else None
+        told = _by_item_options(state, texts[first:], texts[at]) if state is not None else None
         if told:  # "it is the 15-inch one": the order whose item of that product has what the answer says
             return told
         if state is not None:  # items of one read order, and of no other, described in this text: that order
@@ -281,32 +280,25 @@ def _by_price(state: SupportState, request: Sequence[str], text: str) -> str | N
     return str(state.items[best]["order_id"])
 
 
-def _by_options(state: SupportState, request: Sequence[str], text: str) -> str | None:
-    """The order ``text`` picks by what its item is ("it is the 15-inch one", "the 16GB laptop") among the items of
-    one product the ``request`` texts named in several read orders: the one order whose item has more of its option
-    values said in ``text`` than any other order's; ``None`` when none does, or the named items are in one order.
-    The request's first text is never read so: what it names of a product it asks to change is what is wanted."""
+def _by_item_options(state: SupportState, request: Sequence[str], text: str) -> str | None:
+    """The order ``text`` picks by what its item is ("it is the 128GB one") among the items of one product the
+    ``request``'s other texts named in several read orders: the one order left once ``text`` is read with them
+    (:func:`.candidates.described_items` keeps the item whose option value only it has); ``None`` otherwise. The
+    request's first text is never read so: what it names of a product it asks to change is what is wanted."""
     if not request or text == request[0]:
         return None
-    named = described_items(state.items, [t for t in request if t != text])  # the product, before the answer
-    if len({state.items[i].get("order_id") for i in named}) < 2:
+    before = [t for t in request if t != text]
+    if len({state.items[i].get("order_id") for i in described_items(state.items, before)}) < 2:
         return None
-    said: dict[str, int] = {}
-    for i in named:
-        values = [str(v) for v in (state.items[i].get("options") or {}).values()]
-        n = sum(appears_in(v, [text]) or names_measure(v, [text]) for v in values)
-        order = str(state.items[i].get("order_id"))
-        said[order] = max(said.get(order, 0), n)
-    top = max(said.values())
-    leaders = [o for o, n in said.items() if n == top]
-    return leaders[0] if top and len(leaders) == 1 else None
+    told = {state.items[i].get("order_id") for i in described_items(state.items, [*before, text])}
+    return str(told.pop()) if len(told) == 1 else None
 
 
 #: An order status as a refusal says it: "pending (item modified)" is no longer pending.
 _STATUS_SAID = {"pending (item modified)": "no longer open to changes: its items were already changed once"}
 
 
-#: A count of a product ("both laptops", "two of the laptops", "all the laptops"), unless the same text takes one of
+#: A count of a product ("both laptops", "two of the laptops"), unless the same text takes one of
 #: them ("two tablets came and I only need one", "which of the two laptops").
 _COUNTED = re.compile(r"\b(?:both|two|three|four)\s+(?:of\s+)?(?:the\s+|my\s+|these\s+|those\s+)?(?P<what>[a-z][\w\- ]*)",
                       re.I)
@@ -1025,7 +1017,7 @@ class SupportPack(PackBase):
         described = [o for o in fits if any(items[i].get("order_id") == o for i in named)]
         if len(described) > 1:  # "the more expensive one" of one product in several orders: the newest text saying
             for text in reversed(texts):
-                priced = _by_price(state, texts, text) or _by_options(state, texts, text)
+                priced = _by_price(state, texts, text) or _by_item_options(state, texts, text)
                 if priced in described:
                     return [priced]
         if len(described) > 1 and not self.asks_for_all(facts):  # the orders that hold the most of what was named
