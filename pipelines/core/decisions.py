@@ -32,7 +32,7 @@ from pipelines.core.domain import Domain, TurnFacts
 from pipelines.grounding import constrain_args
 from pipelines.schema_bounds import bound_schema
 
-__all__ = ["REASON_CODES", "TERMINALS", "MAX_QUESTION_CHARS", "clean_schema", "Offer", "build_offer",
+__all__ = ["REASON_CODES", "TERMINALS", "MAX_QUESTION_CHARS", "clean_schema", "Offer", "build_offer", "transfer_args",
            "owned_records", "decision_schema", "parse_decision", "DecisionError"]
 
 REASON_CODES: tuple[str, ...] = (
@@ -111,6 +111,16 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
         return node
 
     return walk(schema)
+
+
+def transfer_args(domain: Domain, summary: str, reason_code: str) -> dict[str, Any]:
+    """The hand-over tool's arguments: the summary, and the pack's own reason code where the tool takes one (the
+    protocol's ``transfer_tool`` may be a tool with a summary alone, as tau2-airline's is)."""
+    args: dict[str, Any] = {"summary": summary[:200] or "user asked for help"}
+    tool = domain.registry.tools.get(domain.transfer_tool or "")
+    if tool is None or "reason_code" in (tool.args_schema().get("properties") or {}):
+        args["reason_code"] = domain.transfer_reasons.get(reason_code, "other")
+    return args
 
 
 def owned_records(facts: TurnFacts, kind: str | None) -> list[str]:

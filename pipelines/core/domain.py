@@ -179,7 +179,7 @@ class Domain(Protocol):
     that names none of the user's several such records is asked back ("which one?"). Optional: ``None``."""
     transfer_tool: str | None
     """The tool that hands a session to a person (run on escalation; its failure never blocks it). Its
-    arguments are ``summary`` and ``reason_code``. Optional: ``None``."""
+    arguments are ``summary`` and, where its schema has one, ``reason_code``. Optional: ``None``."""
     transfer_reasons: Mapping[str, str]
     """Escalation reason code → the transfer tool's own reason code. Optional: ``{}``."""
     binds_user: bool

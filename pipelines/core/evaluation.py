@@ -100,6 +100,7 @@ class AssistantTurn:
     @classmethod
     def from_sse(cls, events: Sequence[Mapping[str, Any]]) -> AssistantTurn:
         parts: list[str] = []
+        told: list[str] = []  # what the question and hand-over events say (the stream may say it too, before or after)
         question = None
         cards: list[tuple[str, Mapping[str, Any]]] = []
         escalated = False
@@ -111,13 +112,14 @@ class AssistantTurn:
             elif t == "clarify":
                 question = str(e.get("question") or "")
                 options = [str(o) for o in e.get("options") or []]
-                parts.append(_unsaid("".join(parts), question, *options))
+                told += [question, *options]
             elif t == "action_card":
                 cards.append((str(e.get("card_id")), dict(e.get("params") or {})))
             elif t == "escalation":
                 escalated = True
-                parts.append(_unsaid("".join(parts), str(e.get("message") or "")))
-        return cls("".join(parts).strip(), question, tuple(cards), escalated, tuple(options))
+                told.append(str(e.get("message") or ""))
+        said = "".join(parts)
+        return cls((said + _unsaid(said, *told)).strip(), question, tuple(cards), escalated, tuple(options))
 
 
 def _unsaid(said: str, *texts: str) -> str:

@@ -32,6 +32,7 @@ from pipelines.core.decisions import (
     Offer,
     build_offer,
     decision_schema,
+    transfer_args,
 )
 from pipelines.core.domain import Domain, TurnFacts
 from pipelines.core.fallback import Stop, fallback
@@ -164,9 +165,7 @@ class Orchestrator:
         """Hand over to a person: the transfer tool runs if the domain has one; its failure never blocks."""
         tool = self.domain.transfer_tool
         if tool and tool in self.domain.registry.tools:
-            args = {"summary": (self.facts.user_text or "user asked for help")[:200],
-                    "reason_code": self.domain.transfer_reasons.get(reason_code, "other")}
-            await self.caller.call(tool, args, step=0)
+            await self.caller.call(tool, transfer_args(self.domain, self.facts.user_text or "", reason_code), step=0)
         self.counters.escalation(reason_code)
         return Outcome(path="escalate", escalation_reason=reason_code)
 

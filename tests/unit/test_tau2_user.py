@@ -137,11 +137,18 @@ def test_sse_events_to_assistant_turn():
     assert t.question == "Which order?" and t.cards == (("card.cancel_order", {"order_id": "#W100"}),)
     assert t.text == "Checking.  Which order? #W100" and not t.escalated
     # a question or hand-over message the turn streamed already is not said twice; options it did not say are added
+    # after what it streamed
     t = AssistantTurn.from_sse([
         {"type": "reply.delta", "text": "Which order: #W100 or #W200?"},
         {"type": "clarify", "question": "Which order: #W100 or #W200?", "options": ["#W100", "#W300"]},
         {"type": "reply.delta", "text": " Transferring you."}, {"type": "escalation", "message": "Transferring you."}])
-    assert t.text == "Which order: #W100 or #W200? #W300 Transferring you." and t.escalated
+    assert t.text == "Which order: #W100 or #W200? Transferring you. #W300" and t.escalated
+    # the question event may come before the stream that says it: said once
+    t = AssistantTurn.from_sse([
+        {"type": "narration.delta", "text": "Checking."}, {"type": "clarify", "question": "Which order?"},
+        {"type": "reply.delta", "text": " Which order?"}, {"type": "escalation", "message": "Hold on."},
+        {"type": "reply.delta", "text": " Hold on."}])
+    assert t.text == "Checking. Which order? Hold on." and t.question == "Which order?"
 
 
 def test_intent_label_from_the_first_expected_write():

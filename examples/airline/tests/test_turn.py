@@ -59,3 +59,14 @@ def test_a_cancellation_without_a_reservation_id_asks_which_one():
                orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations.")])
     said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
     assert "Which reservation" in said and r.of("action_card") == [], said
+
+
+def test_a_hand_over_runs_the_transfer_tool_with_the_arguments_it_takes():
+    """tau2-airline's transfer tool takes a summary alone: the hand-over passes no reason code to it."""
+    h, _ = _session()
+    r = h.turn("I want to talk to a person about my trip",
+               orch=[doubles.w1("human", "agent", "Let me get someone for you."),
+                     doubles.j(decision="escalate", reason_code="user_requested_human")])
+    calls = [f for k, f in r.sink if k == "tandem.tool" and f.get("tool") == "transfer_to_human_agents"]
+    assert r.of("escalation"), r.events
+    assert [(c["args"], c["ok"]) for c in calls] == [({"summary": "I want to talk to a person about my trip"}, True)]

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from pipelines.annex.dr.inputs import OrchestratorInput
 from pipelines.annex.rungpack import RungPack
 from pipelines.core.contract import EligibleAction, ObservationRecord, PendingCard
+from pipelines.core.decisions import transfer_args
 from pipelines.core.fallback import Stop, fallback
 from pipelines.core.outcome import Emit, Outcome
 from pipelines.core.ports import UNGROUNDED, ConfirmedCard, ToolCallResult, call_digest, write_key
@@ -67,8 +68,7 @@ class ActionHandler:
     ) -> Outcome:
         """Hand over to a person: the transfer tool is called, but its failure never blocks the route."""
         inp.facts.pending_action = None
-        args = {"summary": inp.user_text[:200] or "user asked for help",
-                "reason_code": self.o.domain.transfer_reasons.get(reason_code, "other")}
+        args = transfer_args(self.o.domain, inp.user_text or "", reason_code)
         try:
             _, record = await self.o.run_tool(inp, emit, 0, self.o.domain.transfer_tool, args)
             observations.append(record)
