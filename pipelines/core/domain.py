@@ -86,12 +86,17 @@ class DomainTexts(BaseModel):
         return {"action_card": "I can {phrase}. Reply yes to confirm.", **templates}
 
     def question(self, kind: str, **fields: Any) -> str:
-        """The clarify question for ``kind`` (falls back to ``details``)."""
-        text = self.clarify.get(kind) or self.clarify.get("details") or self.fallback
+        """The clarify question for ``kind`` (falls back to ``details``; ``choices``, the question that lists the
+        user's own options, to a plain one of the core's when the pack has none)."""
+        text = (self.clarify.get(kind) or (_CHOICES if kind == "choices" else None) or self.clarify.get("details")
+                or self.fallback)
         try:
             return text.format(**fields)
         except (KeyError, IndexError):
             return self.clarify.get("details") or self.fallback
+
+
+_CHOICES = "Which of these do you mean: {options}?"
 
 
 @runtime_checkable

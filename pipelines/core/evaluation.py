@@ -101,6 +101,7 @@ class AssistantTurn:
     def from_sse(cls, events: Sequence[Mapping[str, Any]]) -> AssistantTurn:
         parts: list[str] = []
         told: list[str] = []  # what the question and hand-over events say (the stream may say it too, before or after)
+        kind = ""  # the stream the last delta came on
         question = None
         cards: list[tuple[str, Mapping[str, Any]]] = []
         escalated = False
@@ -108,7 +109,12 @@ class AssistantTurn:
         for e in events:
             t = e.get("type")
             if t in ("narration.delta", "reply.delta"):
-                parts.append(str(e.get("text") or ""))
+                text = str(e.get("text") or "")
+                if t == "reply.delta" and kind == "narration.delta" and parts and text[:1] != " " \
+                        and parts[-1][-1:] != " ":
+                    text = " " + text  # the reply after the narration: two channels a client shows apart
+                parts.append(text)
+                kind = str(t)
             elif t == "clarify":
                 question = str(e.get("question") or "")
                 options = [str(o) for o in e.get("options") or []]

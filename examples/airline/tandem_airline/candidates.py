@@ -72,7 +72,12 @@ _CABIN_WORDS = (("basic economy", "basic_economy"), ("business", "business"), ("
 _REASON_WORDS = (("change of plan", "change_of_plan"), ("change my plan", "change_of_plan"),
                  ("plans changed", "change_of_plan"), ("cancelled by the airline", "airline_cancelled"),
                  ("airline cancelled", "airline_cancelled"), ("health", "health"), ("sick", "health"),
-                 ("ill", "health"), ("weather", "weather"), ("storm", "weather"))
+                 ("ill", "health"), ("weather", "weather"), ("storm", "weather"),
+                 # the policy's reasons are a change of plan, a flight the airline cancelled, or other reasons: one
+                 # the user keeps to themselves is an other reason
+                 ("other reason", "other"), ("other reasons", "other"), ("personal reason", "other"),
+                 ("personal reasons", "other"), ("rather not say", "other"), ("prefer not to say", "other"),
+                 ("rather not tell", "other"), ("no particular reason", "other"))
 
 
 def extract_user_candidates(text: str, *, year: int = 2024) -> dict[str, list[str]]:

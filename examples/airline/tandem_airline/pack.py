@@ -10,6 +10,7 @@ each inside its scope), after the policy's rules (:mod:`.eligibility`) say yes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,9 @@ from pipelines.domain import (
 from . import candidates as cand
 from . import labels as lab
 from .data import default_data_dir, load_world, load_world_clock_for
-from .eligibility import REASONS
+from .eligibility import CANCEL_REASONS, REASONS, cancel_refusal
 from .samples import sample_writes
-from .tools import LOOKUP_TOOLS, TOOL_SPECS, TRANSFER_TOOL
+from .tools import LOOKUP_TOOLS, TOOL_SPECS, TRANSFER_TOOL, WRITE_TOOLS
 from .world import AirlineWorld
 
 __all__ = ["AirlinePack", "AIRLINE_TEXTS"]
@@ -159,7 +160,8 @@ class AirlineState(BaseModel):
     observed_ids: list[str] = Field(default_factory=list)
     records: CandidateSet = Field(default_factory=CandidateSet)
     reservations: dict[str, dict[str, str]] = Field(default_factory=dict)
-    selected: str | None = None  # the reservation found by what it holds (the user named none)
+    selected: str | None = None  # the reservation in question: found by what it holds, or the first of several named
+    queue: list[str] = Field(default_factory=list)  # the request's other reservations, each after the one before
     pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
 
 
@@ -170,6 +172,38 @@ def _named_reservation(facts: TurnFacts, extract: Any) -> str | None:
         if typed:
             return str(typed[-1])
     return None
+
+
+#: "all my upcoming flights", "both reservations", "each of my bookings": the request is about every reservation
+#: that fits (a flight is a reservation's part: "both flights" may be one round trip, so flights take all/every)
+_ALL_RESERVATIONS = re.compile(
+    r"\b(?:(?:all|both|every|each)\b(?:\s+of)?(?:\s+(?:my|the|these|those))?(?:\s+[a-z]+){0,2}?\s+"
+    r"(?:reservations?|bookings?|trips?)|(?:all|every)\b(?:\s+of)?(?:\s+(?:my|the|these|those))?"
+    r"(?:\s+[a-z]+){0,2}?\s+flights?)\b", re.I)
+#: a cancellation's reason, as a card reads it back
+_REASON_SAID = {"change_of_plan": "for a change of plan", "airline_cancelled": "as the airline cancelled a flight",
+                "health": "for health reasons", "weather": "for the weather", "other": "for other reasons"}
+#: a reservation still ahead: one whose first flight is past is not "upcoming"
+_UPCOMING = re.compile(r"\b(?:upcoming|future|coming up|ahead)\b", re.I)
+
+
+def _typed_reservations(text: str, extract: Any) -> list[str]:
+    return [str(r) for r in extract(text).get("reservation_id", [])]
+
+
+def _in_question(facts: TurnFacts, state: AirlineState, extract: Any) -> str | None:
+    """The reservation a change is about: the one this text names (the first of several: :meth:`AirlinePack.restore`
+    queues the others); else the request's (found by what it holds, or the next of several named); else the one the
+    user named last."""
+    said = _typed_reservations(facts.user_text, extract)
+    return (said[0] if said else None) or state.selected or _named_reservation(facts, extract)
+
+
+def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
+    """A card carries the reservation in question, never another of the user's."""
+    rid = _in_question(facts, state, extract)
+    if rid and rid in facts.candidates.of("reservation_id"):
+        facts.candidates.keep("reservation_id", [rid])
 
 
 class AirlinePack(PackBase):
@@ -202,6 +236,12 @@ class AirlinePack(PackBase):
     sample_texts = ("Please cancel it, my plans changed.", "Could I get a $100 certificate?",
                     "What is 2 * (350 - 122)?")
     persistent = True
+    clock: Clock | None = None  # the policy's time (default: the data directory's ``policy.md``)
+
+    def now(self) -> Any:
+        if self.clock is None:
+            self.clock = load_world_clock()
+        return self.clock.now()
 
     @staticmethod
     def state_of(facts: TurnFacts) -> AirlineState:
@@ -240,7 +280,15 @@ class AirlinePack(PackBase):
         return {k: list(v) for k, v in cand.FIXED_CANDIDATES.items()}
 
     def restore(self, facts: TurnFacts) -> None:
+        """The records seen on earlier turns; a text that names several reservations ("cancel XEHM4B and 59XX6W")
+        makes them the request's, the first in question and each other after the write before it."""
         facts.candidates = facts.candidates.merged(self.state_of(facts).records)
+        typed = list(dict.fromkeys(_typed_reservations(facts.user_text, self.extract_candidates)))
+        state = self.state_of(facts)
+        if len(typed) > 1:
+            state.selected, state.queue = typed[0], typed[1:]
+            facts.state = state.model_dump(mode="json")
+        _narrow(facts, state, self.extract_candidates)
 
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
         state = self.state_of(facts)
@@ -259,7 +307,14 @@ class AirlinePack(PackBase):
                 state.reservations[rid] = {
                     "origin": str(result.get("origin")), "destination": str(result.get("destination")),
                     "cabin": str(result.get("cabin")), "status": str(result.get("status") or "active"),
-                    "date": str(flights[0].get("date", "")) if flights else ""}
+                    "date": str(flights[0].get("date", "")) if flights else "",
+                    "insurance": str(result.get("insurance") or "no"),
+                    "created_at": str(result.get("created_at") or "")}
+            rid = str(result.get("reservation_id") or "")
+            if tool in WRITE_TOOLS and rid in state.reservations and result.get("status"):
+                state.reservations[rid] = {**state.reservations[rid], "status": str(result["status"])}
+            if tool in WRITE_TOOLS and rid and rid == state.selected:  # done: the request's next reservation
+                state.selected, state.queue = (state.queue[0], state.queue[1:]) if state.queue else (None, [])
             ids = [v for k in ("reservation_id", "payment_id", "user_id") for v in found.get(k, [])]
             state.observed_ids = sorted(set(state.observed_ids) | set(ids))
             state.records.add_all(found, "record")
@@ -287,10 +342,16 @@ class AirlinePack(PackBase):
         return out
 
     def refusal_line(self, refusal: Mapping[str, Any], title: str, contract: ForwardContract) -> str:
+        """"I can't cancel reservation 4WQ150: …" — the card's own phrase where the reservation is all it needs, else
+        its title and the reservation."""
         why = self.texts.refusals.get(str(refusal.get("reason")), "") or "it is not allowed here"
         rid = refusal.get("entity")
-        where = f" for reservation {rid}" if rid else ""
-        return f"I can't {title[:1].lower() + title[1:]}{where}: {why}."
+        try:
+            what = self.texts.templates[f"card:{refusal.get('card_id')}"].format(reservation_id=rid) if rid else None
+        except (KeyError, IndexError):
+            what = None
+        what = what or title[:1].lower() + title[1:] + (f" for reservation {rid}" if rid else "")
+        return f"I can't {what}: {why}."
 
     def executed_lines(self, action: EligibleAction, contract: ForwardContract) -> list[str]:
         if action.tool == "book_reservation":
@@ -311,13 +372,31 @@ class AirlinePack(PackBase):
         return [("get_reservation_details", {"reservation_id": r}) for r in mine if r not in state.reservations]
 
     def pick_records(self, intent: str, options: Sequence[str], facts: TurnFacts) -> list[str]:
-        """The reservations not cancelled whose airports (or first flight's date) the user's words name."""
+        """The reservations the intent can change whose airports (or first flight's date) the user's words name:
+        none cancelled; none begun when the user says "upcoming"; for a cancellation, only those the policy lets
+        be cancelled for some reason (the user's, when they gave one)."""
         state = self.state_of(facts)
         texts = [*facts.user_texts, facts.user_text]
         typed = [self.extract_candidates(t) for t in texts]
         airports = {a for c in typed for a in c.get("airport", [])}
         dates = {d for c in typed for d in c.get("date", [])}
-        live = [r for r in options if (state.reservations.get(r) or {}).get("status", "active") != "cancelled"]
+        today = self.now().date().isoformat()
+        ahead = intent == "cancel" or any(_UPCOMING.search(t) for t in texts)
+        given = [r for c in typed for r in c.get("cancel_reason", [])]
+        reasons = given or list(CANCEL_REASONS)  # a flight the airline cancelled: only when the user says so
+
+        def fits(r: str) -> bool:
+            info = state.reservations.get(r) or {}
+            if info.get("status", "active") == "cancelled" or (ahead and info and info.get("date", "") < today):
+                return False
+            if intent != "cancel" or not info.get("created_at"):
+                return True
+            return any(cancel_refusal(status=info.get("status"), cabin=info.get("cabin", ""),
+                                      insurance=info.get("insurance", "no"), created_at=info["created_at"],
+                                      flown=[], airline_cancelled="airline_cancelled" in given, reason=reason,
+                                      now=self.now()) is None for reason in reasons)
+
+        live = [r for r in options if fits(r)]
         named = [r for r in live if (airports and {state.reservations.get(r, {}).get("origin"),
                                                    state.reservations.get(r, {}).get("destination")} & airports)
                  or (dates and state.reservations.get(r, {}).get("date") in dates)]
@@ -325,8 +404,13 @@ class AirlinePack(PackBase):
 
     def select_record(self, record: str, facts: TurnFacts, then: Sequence[str] = ()) -> None:
         state = self.state_of(facts)
-        state.selected = record
+        state.selected, state.queue = record, list(then)
         facts.state = state.model_dump(mode="json")
+        _narrow(facts, state, self.extract_candidates)
+
+    def asks_for_all(self, facts: TurnFacts) -> bool:
+        """"all my upcoming flights", "both reservations", "each of my bookings": each its own card, in turn."""
+        return any(_ALL_RESERVATIONS.search(t) for t in [*facts.user_texts, facts.user_text])
 
     def describe_records(self, records: Sequence[str], facts: TurnFacts) -> list[str]:
         """"8JX2WO (DFW → LAX, 2024-05-22, business)" for each reservation read; one not read by its id."""
@@ -360,6 +444,8 @@ class AirlinePack(PackBase):
         if isinstance(passengers, list):
             out["passengers"] = "for " + ", ".join(
                 f"{p.get('first_name')} {p.get('last_name')}" for p in passengers if isinstance(p, Mapping))
+        if args.get("reason"):
+            out["reason"] = _REASON_SAID.get(str(args["reason"]), f"for {str(args['reason']).replace('_', ' ')}")
         for key in ("payment_id", "payment_methods"):
             value = args.get(key)
             ids = [value] if isinstance(value, str) else [p.get("payment_id") for p in value or []
@@ -380,7 +466,7 @@ class AirlinePack(PackBase):
         uid = state.user_id or (facts.candidates.of("user_id") or typed.get("user_id") or [None])[-1]
         if uid:
             out["user_id"] = uid
-        rid = _named_reservation(facts, self.extract_candidates) or state.selected
+        rid = _in_question(facts, state, self.extract_candidates)
         if rid:
             out["reservation_id"] = rid
         airports = typed.get("airport", [])

@@ -53,12 +53,27 @@ def test_a_change_before_the_user_id_asks_for_it():
     assert "user id" in said and r.of("action_card") == []
 
 
-def test_a_cancellation_without_a_reservation_id_asks_which_one():
+def test_a_cancellation_without_a_reservation_id_takes_the_one_the_policy_lets_be_cancelled():
+    """chen_jackson_3290 holds four reservations: two begun, one basic economy booked days ago without insurance,
+    one business (4WQ150): only the last can be cancelled, so it is the one in question and the only one a card
+    may carry."""
     h, _ = _session()
     r = h.turn("I need to cancel a reservation, my plans changed",
-               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations.")])
-    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
-    assert "Which reservation" in said and r.of("action_card") == [], said
+               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations."),
+                     doubles.j(decision="action", card_id="card.cancel_reservation",
+                               params={"reservation_id": "4WQ150", "reason": "change_of_plan"})])
+    assert [(c.card_id, c.params) for c in r.of("action_card")] == [
+        ("card.cancel_reservation", {"reservation_id": "4WQ150", "reason": "change_of_plan"})], h.meta
+    assert h.meta["state"]["selected"] == "4WQ150"
+
+
+def test_a_cancellation_never_carries_another_reservation_than_the_one_in_question():
+    h, _ = _session()
+    r = h.turn("I need to cancel a reservation, my plans changed",
+               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations."),
+                     doubles.j(decision="action", card_id="card.cancel_reservation",
+                               params={"reservation_id": "DDHPNX", "reason": "change_of_plan"})])
+    assert r.of("action_card") == []
 
 
 def test_a_hand_over_runs_the_transfer_tool_with_the_arguments_it_takes():

@@ -1,0 +1,147 @@
+"""Which of the user's reservations a request is about: those a cancellation can reach, every one the user asked
+for ("all", "both", several ids named), each in turn, and the card's words. Expected values by hand from
+policy.md and the tau2-airline records (amelia_davis_8890: seven reservations)."""
+
+from datetime import datetime
+
+import pytest
+from tandem_airline.candidates import extract_user_candidates
+from tandem_airline.data import default_data_dir
+from tandem_airline.pack import AIRLINE_TEXTS, AirlinePack
+
+from pipelines.domain import FixedClock, TurnFacts
+
+needs_data = pytest.mark.skipif(not (default_data_dir() / "db.json").is_file(),
+                                reason="tau2-airline data not found (set TANDEM_AIRLINE_DIR)")
+USER = "amelia_davis_8890"
+#: her reservations: id → (cabin, insurance, booked, first flight)
+#: 8C8K4E business/yes 05-08 → 05-24; UDMOP1 basic economy/no 05-09 → 05-28; XAZ3C0 basic economy/no 05-06 → 05-27;
+#: LU15PA business/no 05-01 → 05-23; MSJ4OA economy/yes 05-05 → 05-22; I6M8JQ economy/yes → 05-09 (flown);
+#: 4XGCCM business/yes → 05-03 (flown)
+ALL = ["8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA", "MSJ4OA", "I6M8JQ", "4XGCCM"]
+
+
+def _facts(pack: AirlinePack, *texts: str) -> TurnFacts:
+    world = pack.new_world(0)
+    facts = pack.owner_facts(world, USER, list(texts))
+    for rid in ALL:
+        pack.observe("get_reservation_details", world.reservations[rid].model_dump(mode="json"), True, facts)
+    return facts
+
+
+def _pack(now: datetime = datetime(2024, 5, 15, 15, 0)) -> AirlinePack:
+    pack = AirlinePack()
+    pack.clock = FixedClock(now)
+    return pack
+
+
+def test_all_and_both_reservations_ask_for_each_one():
+    pack = _pack()
+    yes = ["Please cancel every upcoming booking I have", "both reservations should go",
+           "each of my trips in May", "drop all of the flights I booked"]
+    no = ["change both flights of my round trip", "cancel my flight to Denver", "I have a reservation for both of us"]
+    assert [pack.asks_for_all(TurnFacts(session_id="s", user_text=t, user_texts=[t])) for t in yes] == [True] * 4
+    assert [pack.asks_for_all(TurnFacts(session_id="s", user_text=t, user_texts=[t])) for t in no] == [False] * 3
+
+
+@needs_data
+def test_a_cancellation_picks_only_the_reservations_the_policy_lets_be_cancelled():
+    pack = _pack()
+    facts = _facts(pack, "I need to cancel my trips")
+    # flown ones (I6M8JQ, 4XGCCM) never; basic economy booked over 24 h ago without insurance (UDMOP1, XAZ3C0)
+    # for no reason; business always; economy with insurance for health or weather (MSJ4OA)
+    assert pack.pick_records("cancel", ALL, facts) == ["8C8K4E", "LU15PA", "MSJ4OA"]
+    # a reason the insurance does not cover: the insured economy one is out too
+    facts = _facts(pack, "I need to cancel my trips", "I'd rather not say.")
+    assert pack.pick_records("cancel", ALL, facts) == ["8C8K4E", "LU15PA"]
+    # the airline cancelled a flight: the basic economy ones may be cancelled too
+    facts = _facts(pack, "I need to cancel my trips, the airline cancelled my flight")
+    assert pack.pick_records("cancel", ALL, facts) == ["8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA", "MSJ4OA"]
+
+
+@needs_data
+def test_upcoming_keeps_the_reservations_not_begun_by_the_policy_clock():
+    facts_text = "I want to add a bag to an upcoming trip"
+    # on 2024-05-22 MSJ4OA flies that day (kept); the day after, it has begun
+    on_the_day = _pack(datetime(2024, 5, 22, 8, 0))
+    assert on_the_day.pick_records("change", ALL, _facts(on_the_day, facts_text)) == [
+        "8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA", "MSJ4OA"]
+    after = _pack(datetime(2024, 5, 23, 8, 0))
+    assert after.pick_records("change", ALL, _facts(after, facts_text)) == ["8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA"]
+    # without "upcoming", a change keeps every reservation not cancelled
+    assert after.pick_records("change", ALL, _facts(after, "I want to add a bag")) == ALL
+
+
+@needs_data
+def test_several_reservations_named_are_each_in_question_in_turn():
+    pack = _pack()
+    facts = _facts(pack, "Cancel LU15PA, 8C8K4E and MSJ4OA for me, my plans changed")
+    pack.restore(facts)
+    state = pack.state_of(facts)
+    assert (state.selected, state.queue) == ("LU15PA", ["8C8K4E", "MSJ4OA"])
+    assert facts.candidates.of("reservation_id") == ["LU15PA"]  # a card carries the one in question only
+    assert pack.snapshot_values(facts)["reservation_id"] == "LU15PA"
+    pack.observe("get_reservation_details", {"reservation_id": "8C8K4E", "user_id": USER}, True, facts)
+    assert pack.state_of(facts).selected == "LU15PA"  # a read moves nothing on
+    pack.observe("cancel_reservation", {"reservation_id": "LU15PA", "user_id": USER, "status": "cancelled"}, True,
+                 facts)
+    state = pack.state_of(facts)
+    assert (state.selected, state.queue, state.reservations["LU15PA"]["status"]) == ("8C8K4E", ["MSJ4OA"],
+                                                                                     "cancelled")
+    pack.observe("cancel_reservation", {"reservation_id": "MSJ4OA", "user_id": USER, "status": "cancelled"}, True,
+                 facts)
+    assert pack.state_of(facts).selected == "8C8K4E"  # a write on another reservation moves nothing on
+    pack.observe("cancel_reservation", {"reservation_id": "8C8K4E", "user_id": USER, "status": "cancelled"}, True,
+                 facts)
+    assert (pack.state_of(facts).selected, pack.state_of(facts).queue) == ("MSJ4OA", [])
+    pack.observe("cancel_reservation", {"reservation_id": "MSJ4OA", "user_id": USER, "status": "cancelled"}, True,
+                 facts)
+    assert (pack.state_of(facts).selected, pack.state_of(facts).queue) == (None, [])
+
+
+@needs_data
+def test_two_reservations_named_are_a_request_and_one_is_not():
+    pack = _pack()
+    facts = _facts(pack, "Cancel LU15PA and 8C8K4E for me")
+    pack.restore(facts)
+    assert (pack.state_of(facts).selected, pack.state_of(facts).queue) == ("LU15PA", ["8C8K4E"])
+    facts = _facts(pack, "Cancel LU15PA for me")
+    pack.restore(facts)
+    assert (pack.state_of(facts).selected, pack.state_of(facts).queue) == (None, [])
+    assert facts.candidates.of("reservation_id") == ["LU15PA"]
+
+
+@needs_data
+def test_one_reservation_named_now_comes_before_the_request_s():
+    pack = _pack()
+    facts = _facts(pack, "Cancel LU15PA and 8C8K4E for me")
+    pack.restore(facts)
+    later = TurnFacts(session_id="s", user_text="actually do MSJ4OA first",
+                      user_texts=[*facts.user_texts, "actually do MSJ4OA first"], state=facts.state,
+                      candidates=facts.candidates)
+    assert pack.snapshot_values(later)["reservation_id"] == "MSJ4OA"
+
+
+def test_a_reason_kept_to_oneself_is_an_other_reason():
+    said = {t: extract_user_candidates(t).get("cancel_reason") for t in (
+        "I'd rather not say.", "personal reasons", "for some other reason", "no particular reason",
+        "I prefer not to say", "I'd rather keep it quiet", "my plans changed")}
+    assert said == {"I'd rather not say.": ["other"], "personal reasons": ["other"], "for some other reason": ["other"],
+                    "no particular reason": ["other"], "I prefer not to say": ["other"],
+                    "I'd rather keep it quiet": None, "my plans changed": ["change_of_plan"]}
+
+
+def test_a_refused_cancellation_and_a_card_read_in_the_card_s_words():
+    pack = _pack()
+    line = pack.refusal_line({"card_id": "card.cancel_reservation", "reason": "not_cancellable", "entity": "MSJ4OA"},
+                             "Cancel the reservation", None)  # type: ignore[arg-type]
+    assert line == f"I can't cancel reservation MSJ4OA: {AIRLINE_TEXTS.refusals['not_cancellable']}."
+    # a card whose phrase needs more than the reservation: its title and the reservation
+    line = pack.refusal_line({"card_id": "card.add_bags", "reason": "bags_removed", "entity": "MSJ4OA"},
+                             "Add checked bags", None)  # type: ignore[arg-type]
+    assert line == f"I can't add checked bags for reservation MSJ4OA: {AIRLINE_TEXTS.refusals['bags_removed']}."
+    facts = TurnFacts(session_id="s", user_text="", user_texts=[])
+    assert pack.readback("cancel_reservation", {"reservation_id": "MSJ4OA", "reason": "other"}, facts)["reason"] \
+        == "for other reasons"
+    assert pack.readback("cancel_reservation", {"reservation_id": "MSJ4OA", "reason": "weather"}, facts)["reason"] \
+        == "for the weather"
