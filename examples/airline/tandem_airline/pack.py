@@ -466,6 +466,8 @@ class AirlinePack(PackBase):
         uid = state.user_id or (facts.candidates.of("user_id") or typed.get("user_id") or [None])[-1]
         if uid:
             out["user_id"] = uid
+        if state.user_id:
+            out["verified"] = state.user_id
         rid = _in_question(facts, state, self.extract_candidates)
         if rid:
             out["reservation_id"] = rid

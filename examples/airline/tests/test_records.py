@@ -125,9 +125,9 @@ def test_one_reservation_named_now_comes_before_the_request_s():
 def test_a_reason_kept_to_oneself_is_an_other_reason():
     said = {t: extract_user_candidates(t).get("cancel_reason") for t in (
         "I'd rather not say.", "personal reasons", "for some other reason", "no particular reason",
-        "I prefer not to say", "I'd rather keep it quiet", "my plans changed")}
+        "I would prefer not to say", "I'd rather keep it quiet", "my plans changed")}
     assert said == {"I'd rather not say.": ["other"], "personal reasons": ["other"], "for some other reason": ["other"],
-                    "no particular reason": ["other"], "I prefer not to say": ["other"],
+                    "no particular reason": ["other"], "I would prefer not to say": ["other"],
                     "I'd rather keep it quiet": None, "my plans changed": ["change_of_plan"]}
 
 

@@ -85,3 +85,19 @@ def test_a_hand_over_runs_the_transfer_tool_with_the_arguments_it_takes():
     calls = [f for k, f in r.sink if k == "tandem.tool" and f.get("tool") == "transfer_to_human_agents"]
     assert r.of("escalation"), r.events
     assert [(c["args"], c["ok"]) for c in calls] == [({"summary": "I want to talk to a person about my trip"}, True)]
+
+
+def test_a_reservation_named_with_the_user_id_is_read_after_the_profile_and_offered_at_once():
+    """The user id and the reservation in one text: the profile is read first (it makes them the session's user),
+    then the reservation; the card follows in the same turn."""
+    pack = AirlinePack()
+    tools = LocalToolRunner(pack, pack.new_world(0))
+    h = harnesses.TandemHarness("airline", tools=tools)
+    r = h.turn("I'm chen_jackson_3290, please cancel 4WQ150: my plans changed",
+               orch=[doubles.w1("cancel", "reservation", "Let me check that reservation."),
+                     doubles.j(decision="action", card_id="card.cancel_reservation",
+                               params={"reservation_id": "4WQ150", "reason": "change_of_plan"})])
+    reads = [f["tool"] for k, f in r.sink if k == "tandem.tool" and f.get("ok")]
+    assert reads[:2] == ["get_user_details", "get_reservation_details"], reads
+    assert h.meta["state"]["user_id"] == "chen_jackson_3290"
+    assert [c.card_id for c in r.of("action_card")] == ["card.cancel_reservation"]
