@@ -24,12 +24,16 @@ def _session():
     return h, tools
 
 
+def _cancel(h, text: str, rid: str, reason: str, lead: str = "Let me check that reservation."):
+    """One turn: the user's text, perceived as a cancellation, and the model proposing ``rid`` for ``reason``."""
+    return h.turn(text, orch=[doubles.w1("cancel", "reservation", lead),
+                              doubles.j(decision="action", card_id="card.cancel_reservation",
+                                        params={"reservation_id": rid, "reason": reason})])
+
+
 def test_a_cancellation_is_offered_with_grounded_values_and_runs_on_the_yes():
     h, tools = _session()
-    r = h.turn("Please cancel reservation 4WQ150, my plans changed",
-               orch=[doubles.w1("cancel", "reservation", "Let me check that reservation."),
-                     doubles.j(decision="action", card_id="card.cancel_reservation",
-                               params={"reservation_id": "4WQ150", "reason": "change_of_plan"})])
+    r = _cancel(h, "Please cancel reservation 4WQ150, my plans changed", "4WQ150", "change_of_plan")
     assert [c.card_id for c in r.of("action_card")] == ["card.cancel_reservation"], h.meta
     h.turn("yes")
     assert tools.world.reservations["4WQ150"].status == "cancelled"
@@ -37,10 +41,7 @@ def test_a_cancellation_is_offered_with_grounded_values_and_runs_on_the_yes():
 
 def test_an_invented_reason_is_never_offered():
     h, tools = _session()
-    r = h.turn("Please cancel reservation 4WQ150",
-               orch=[doubles.w1("cancel", "reservation", "Let me check that reservation."),
-                     doubles.j(decision="action", card_id="card.cancel_reservation",
-                               params={"reservation_id": "4WQ150", "reason": "weather"})])
+    r = _cancel(h, "Please cancel reservation 4WQ150", "4WQ150", "weather")
     assert r.of("action_card") == []
     assert tools.world.reservations["4WQ150"].status is None
 
@@ -58,10 +59,7 @@ def test_a_cancellation_without_a_reservation_id_takes_the_one_the_policy_lets_b
     one business (4WQ150): only the last can be cancelled, so it is the one in question and the only one a card
     may carry."""
     h, _ = _session()
-    r = h.turn("I need to cancel a reservation, my plans changed",
-               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations."),
-                     doubles.j(decision="action", card_id="card.cancel_reservation",
-                               params={"reservation_id": "4WQ150", "reason": "change_of_plan"})])
+    r = _cancel(h, "I need to cancel a reservation, my plans changed", "4WQ150", "change_of_plan", "Let me look at your reservations.")
     assert [(c.card_id, c.params) for c in r.of("action_card")] == [
         ("card.cancel_reservation", {"reservation_id": "4WQ150", "reason": "change_of_plan"})], h.meta
     assert h.meta["state"]["selected"] == "4WQ150"
@@ -69,10 +67,7 @@ def test_a_cancellation_without_a_reservation_id_takes_the_one_the_policy_lets_b
 
 def test_a_cancellation_never_carries_another_reservation_than_the_one_in_question():
     h, _ = _session()
-    r = h.turn("I need to cancel a reservation, my plans changed",
-               orch=[doubles.w1("cancel", "reservation", "Let me look at your reservations."),
-                     doubles.j(decision="action", card_id="card.cancel_reservation",
-                               params={"reservation_id": "DDHPNX", "reason": "change_of_plan"})])
+    r = _cancel(h, "I need to cancel a reservation, my plans changed", "DDHPNX", "change_of_plan", "Let me look at your reservations.")
     assert r.of("action_card") == []
 
 
@@ -93,10 +88,7 @@ def test_a_reservation_named_with_the_user_id_is_read_after_the_profile_and_offe
     pack = AirlinePack()
     tools = LocalToolRunner(pack, pack.new_world(0))
     h = harnesses.TandemHarness("airline", tools=tools)
-    r = h.turn("I'm chen_jackson_3290, please cancel 4WQ150: my plans changed",
-               orch=[doubles.w1("cancel", "reservation", "Let me check that reservation."),
-                     doubles.j(decision="action", card_id="card.cancel_reservation",
-                               params={"reservation_id": "4WQ150", "reason": "change_of_plan"})])
+    r = _cancel(h, "I'm chen_jackson_3290, please cancel 4WQ150: my plans changed", "4WQ150", "change_of_plan")
     reads = [f["tool"] for k, f in r.sink if k == "tandem.tool" and f.get("ok")]
     assert reads[:2] == ["get_user_details", "get_reservation_details"], reads
     assert h.meta["state"]["user_id"] == "chen_jackson_3290"
