@@ -48,7 +48,7 @@ ARG_KINDS: dict[str, dict[str, str]] = {
                          "flight_type": "flight_type", "cabin": "cabin", **_FLIGHTS, **_PASSENGERS,
                          "payment_methods[].payment_id": "payment_id", "payment_methods[].amount": "amount",
                          "total_baggages": "bag_count", "nonfree_baggages": "bag_count", "insurance": "insurance"},
-    "send_certificate": {"user_id": "user_id", "amount": "amount"},
+    "send_certificate": {"user_id": "user_id", "amount": "certificate_amount"},  # the policy's, never the user's
 }
 
 _USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{3,5}\b")

@@ -82,6 +82,7 @@ AIRLINE_TEXTS = DomainTexts(
         "dob": "What is each passenger's date of birth?",
         "bag_count": "How many checked bags in total?",
         "amount": "What amount is it?",
+        "certificate_amount": "Which reservation is it about, and was its flight cancelled or delayed?",
         "expression": "What should I work out?",
         "details": "Could you tell me a little more about what you need?",
     },
@@ -199,11 +200,31 @@ def _in_question(facts: TurnFacts, state: AirlineState, extract: Any) -> str | N
     return (said[0] if said else None) or state.selected or _named_reservation(facts, extract)
 
 
+#: what the user complains of, as the policy's compensation rules name it (a flight cancelled: $100 a passenger;
+#: delayed: $50 a passenger)
+_CANCELLED_FLIGHT = re.compile(r"\bflights?\b[^.?!]*\bcancel+ed\b|\bcancel+ed\b[^.?!]*\bflights?\b", re.I)
+_DELAYED_FLIGHT = re.compile(r"\bdelay(?:ed|s)?\b", re.I)
+COMPENSATION_PER_PASSENGER = (("cancelled", 100), ("delayed", 50))
+
+
+def policy_amounts(facts: TurnFacts, state: AirlineState, extract: Any) -> list[str]:
+    """The certificate amounts the policy gives for the reservation in question, once read: $100 a passenger for a
+    flight the user says was cancelled, $50 a passenger for one delayed (both, when they say both)."""
+    rid = _in_question(facts, state, extract)
+    count = int((state.reservations.get(rid or "") or {}).get("passengers") or 0)
+    texts = [*facts.user_texts, facts.user_text]
+    said = {"cancelled": any(_CANCELLED_FLIGHT.search(t) for t in texts),
+            "delayed": any(_DELAYED_FLIGHT.search(t) for t in texts)}
+    return [str(rate * count) for what, rate in COMPENSATION_PER_PASSENGER if count and said[what]]
+
+
 def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
     """A card carries the reservation in question, never another of the user's."""
     rid = _in_question(facts, state, extract)
     if rid and rid in facts.candidates.of("reservation_id"):
         facts.candidates.keep("reservation_id", [rid])
+    for amount in policy_amounts(facts, state, extract):
+        facts.candidates.add("certificate_amount", amount, "record")
 
 
 class AirlinePack(PackBase):
@@ -309,12 +330,15 @@ class AirlinePack(PackBase):
                     "cabin": str(result.get("cabin")), "status": str(result.get("status") or "active"),
                     "date": str(flights[0].get("date", "")) if flights else "",
                     "insurance": str(result.get("insurance") or "no"),
-                    "created_at": str(result.get("created_at") or "")}
+                    "created_at": str(result.get("created_at") or ""),
+                    "passengers": str(len(result.get("passengers") or []))}
             rid = str(result.get("reservation_id") or "")
             if tool in WRITE_TOOLS and rid in state.reservations and result.get("status"):
                 state.reservations[rid] = {**state.reservations[rid], "status": str(result["status"])}
             if tool in WRITE_TOOLS and rid and rid == state.selected:  # done: the request's next reservation
                 state.selected, state.queue = (state.queue[0], state.queue[1:]) if state.queue else (None, [])
+            if tool == "get_reservation_details":  # the reservation in question read: the policy's amounts
+                _narrow(facts, state, self.extract_candidates)
             ids = [v for k in ("reservation_id", "payment_id", "user_id") for v in found.get(k, [])]
             state.observed_ids = sorted(set(state.observed_ids) | set(ids))
             state.records.add_all(found, "record")

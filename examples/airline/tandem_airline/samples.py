@@ -45,9 +45,10 @@ def _calls(world: AirlineWorld) -> Iterator[tuple[str, dict[str, Any], str, str]
                uid, f"{said} " + ", ".join(f"{p.first_name} {p.last_name} {p.dob}" for p in res.passengers))
         if card:
             yield from _bookings(world, res, card)
-    for uid in list(world.users)[:100]:
-        for amount in (50, 100, 150, 200):
-            yield "send_certificate", {"user_id": uid, "amount": amount}, uid, f"I am {uid}, ${amount} please."
+        # the policy's certificate: $100 a passenger for a flight cancelled, $50 for one delayed
+        for what, rate in (("cancelled", 100), ("delayed", 50)):
+            yield ("send_certificate", {"user_id": uid, "amount": rate * len(res.passengers)}, uid,
+                   f"{said} Its flight was {what}, may I have a certificate?")
 
 
 def _refs(res: Reservation) -> list[dict[str, str]]:

@@ -93,3 +93,22 @@ def test_a_reservation_named_with_the_user_id_is_read_after_the_profile_and_offe
     assert reads[:2] == ["get_user_details", "get_reservation_details"], reads
     assert h.meta["state"]["user_id"] == "chen_jackson_3290"
     assert [c.card_id for c in r.of("action_card")] == ["card.cancel_reservation"]
+
+
+def _certificate(h, text: str, amount: int):
+    return h.turn(text, orch=[doubles.w1("compensation", "certificate", "Let me check that reservation."),
+                              doubles.j(decision="action", card_id="card.send_certificate",
+                                        params={"user_id": "chen_jackson_3290", "amount": amount})])
+
+
+@pytest.mark.parametrize(("text", "amount", "offered"), [
+    ("My flight on DDHPNX was delayed by hours, can I get a certificate?", 100, True),  # 2 passengers x $50
+    ("The flight of DDHPNX got cancelled, I'd like a certificate", 200, True),  # 2 x $100
+    ("My flight on DDHPNX was delayed, can I get a certificate?", 200, False),  # not the delayed rate
+    ("My flight on DDHPNX was delayed, can I get a certificate?", 150, False),  # not a multiple of the passengers
+    ("DDHPNX was a bad trip, can I get a certificate of $100?", 100, False),  # an amount the user names: not the policy's
+])
+def test_a_certificate_is_the_policy_s_amount_for_the_reservation_in_question(text, amount, offered):
+    h, tools = _session()
+    r = _certificate(h, text, amount)
+    assert ([c.params["amount"] for c in r.of("action_card")] == [amount]) is offered, (r.events, h.meta)
