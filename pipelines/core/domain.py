@@ -301,6 +301,12 @@ class Domain(Protocol):
         record of someone else never becomes a candidate). Optional: nothing."""
         ...
 
+    def refused(self, tool: str, args: Mapping[str, Any], reason: str, facts: TurnFacts) -> None:
+        """A change the policy refused (its precheck before the card, or its write on the yes): the pack may move
+        its request on — to the next of several records the user asked for — instead of meeting the refusal
+        again. Optional: nothing."""
+        ...
+
     def session_fields(self, facts: TurnFacts) -> dict[str, Any]:
         """What a tool call may rely on besides the session id (:class:`~pipelines.core.ports.ToolSession`
         fields: the verified user, the observed ids). Optional: ``facts.user_id`` as the user."""

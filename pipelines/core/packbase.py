@@ -215,6 +215,9 @@ class PackBase:
     def restore(self, facts: TurnFacts) -> None:
         return None
 
+    def refused(self, tool: str, args: Mapping[str, Any], reason: str, facts: TurnFacts) -> None:
+        return None
+
     def observe(self, tool: str, result: Mapping[str, Any] | None, ok: bool, facts: TurnFacts) -> None:
         if ok and result and tool in self.owner_reads:
             found: dict[str, list[str]] = {}

@@ -234,6 +234,7 @@ class Orchestrator:
         if reason not in (None, "not_confirmed"):
             self.counters.blocked("ineligible_action")
             self.facts.refusals.append({"card_id": card.id, "reason": reason, "entity": entity})
+            self.domain.refused(card.tool, args, str(reason), self.facts)
             return Outcome(path="answer", card_id=None, card_title=card.title, card_params=args)
         self.counters.guard("mid", "pass")
         for tool, targs in self.domain.readback_reads(card.tool, args, self.facts)[:4]:  # what its read-back names
@@ -278,6 +279,7 @@ class Orchestrator:
             kind = self.domain.entity_kind
             self.facts.refusals.append({"card_id": pending["card_id"], "reason": record.reason,
                                         "entity": args.get(kind) if kind else None})
+            self.domain.refused(pending["tool"], args, str(record.reason), self.facts)
             return Outcome(path="answer", card_title=pending["title"], card_params=args)
         self.counters.write("executed")
         executed = EligibleAction(card_id=pending["card_id"], title=pending["title"], tool=pending["tool"],

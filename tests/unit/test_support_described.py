@@ -1231,3 +1231,26 @@ def test_a_write_leaves_its_request_open_while_its_text_asks_for_another_part():
     facts = TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=state)
     pack.observe("modify_pending_order_items", result, False, facts)  # a failed write changes nothing
     assert pack.state_of(facts).request_from == 1
+
+
+def test_an_order_the_policy_refuses_passes_the_request_on_to_the_next():
+    """"all my pending orders": a card on one of them the precheck refuses moves the request to the next order (the
+    same refusal is not met again); a refusal of another order, or of the last one, moves nothing."""
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+
+    def facts(queue: list[str]) -> TurnFacts:
+        return TurnFacts(session_id="s", user_text="x", user_texts=["x"],
+                         state={"authenticated_user_id": "u", "selected": {"id": "#W1", "at": 0, "queue": queue}})
+
+    f = facts(["#W2", "#W3"])
+    pack.refused("cancel_pending_order", {"order_id": "#W1", "reason": "no longer needed"}, "order_not_pending", f)
+    assert f.state["selected"] == {"id": "#W2", "at": 0, "queue": ["#W3"]}
+    f = facts(["#W2"])
+    pack.refused("cancel_pending_order", {"order_id": "#W9", "reason": "no longer needed"}, "order_not_pending", f)
+    assert f.state["selected"] == {"id": "#W1", "at": 0, "queue": ["#W2"]}
+    f = facts([])
+    pack.refused("cancel_pending_order", {"order_id": "#W1", "reason": "no longer needed"}, "order_not_pending", f)
+    assert f.state["selected"] == {"id": "#W1", "at": 0, "queue": []}

@@ -163,6 +163,7 @@ class AirlineState(BaseModel):
     reservations: dict[str, dict[str, str]] = Field(default_factory=dict)
     selected: str | None = None  # the reservation in question: found by what it holds, or the first of several named
     queue: list[str] = Field(default_factory=list)  # the request's other reservations, each after the one before
+    named: list[str] = Field(default_factory=list)  # the several reservations a text named last (said again: no restart)
     pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
 
 
@@ -193,11 +194,10 @@ def _typed_reservations(text: str, extract: Any) -> list[str]:
 
 
 def _in_question(facts: TurnFacts, state: AirlineState, extract: Any) -> str | None:
-    """The reservation a change is about: the one this text names (the first of several: :meth:`AirlinePack.restore`
-    queues the others); else the request's (found by what it holds, or the next of several named); else the one the
-    user named last."""
+    """The reservation a change is about: the one this text names alone; else the request's (found by what it holds,
+    or the next of several named: :meth:`AirlinePack.restore`); else the one the user named last."""
     said = _typed_reservations(facts.user_text, extract)
-    return (said[0] if said else None) or state.selected or _named_reservation(facts, extract)
+    return (said[0] if len(said) == 1 else None) or state.selected or _named_reservation(facts, extract)
 
 
 #: what the user complains of, as the policy's compensation rules name it (a flight cancelled: $100 a passenger;
@@ -302,12 +302,13 @@ class AirlinePack(PackBase):
 
     def restore(self, facts: TurnFacts) -> None:
         """The records seen on earlier turns; a text that names several reservations ("cancel XEHM4B and 59XX6W")
-        makes them the request's, the first in question and each other after the write before it."""
+        makes them the request's, the first in question and each other after the write (or the refusal) before it;
+        the same reservations named again do not start it over."""
         facts.candidates = facts.candidates.merged(self.state_of(facts).records)
         typed = list(dict.fromkeys(_typed_reservations(facts.user_text, self.extract_candidates)))
         state = self.state_of(facts)
-        if len(typed) > 1:
-            state.selected, state.queue = typed[0], typed[1:]
+        if len(typed) > 1 and typed != state.named:
+            state.selected, state.queue, state.named = typed[0], typed[1:], typed
             facts.state = state.model_dump(mode="json")
         _narrow(facts, state, self.extract_candidates)
 
@@ -344,6 +345,13 @@ class AirlinePack(PackBase):
             state.records.add_all(found, "record")
             facts.candidates.add_all(found, "record")
         facts.state = state.model_dump(mode="json")
+
+    def refused(self, tool: str, args: Mapping[str, Any], reason: str, facts: TurnFacts) -> None:
+        """A reservation of several the policy will not let change: the request goes on to the next one."""
+        state = self.state_of(facts)
+        if args.get("reservation_id") == state.selected and state.queue:
+            state.selected, state.queue = state.queue[0], state.queue[1:]
+            facts.state = state.model_dump(mode="json")
 
     def user_state(self, tool: str, result: Mapping[str, Any] | None) -> dict[str, Any]:
         r = dict(result or {})

@@ -145,3 +145,22 @@ def test_a_refused_cancellation_and_a_card_read_in_the_card_s_words():
         == "for other reasons"
     assert pack.readback("cancel_reservation", {"reservation_id": "MSJ4OA", "reason": "weather"}, facts)["reason"] \
         == "for the weather"
+
+
+@needs_data
+def test_a_reservation_the_policy_refuses_passes_the_request_on_and_the_same_names_do_not_restart_it():
+    pack = _pack()
+    text = "Cancel LU15PA, 8C8K4E and MSJ4OA for me"
+    facts = _facts(pack, text)
+    pack.restore(facts)
+    pack.refused("cancel_reservation", {"reservation_id": "8C8K4E", "reason": "other"}, "not_cancellable", facts)
+    assert pack.state_of(facts).selected == "LU15PA"  # not the one in question: nothing moves
+    pack.refused("cancel_reservation", {"reservation_id": "LU15PA", "reason": "other"}, "not_cancellable", facts)
+    assert (pack.state_of(facts).selected, pack.state_of(facts).queue) == ("8C8K4E", ["MSJ4OA"])
+    again = TurnFacts(session_id="s", user_text=text, user_texts=[*facts.user_texts, text], state=facts.state,
+                      candidates=facts.candidates)
+    pack.restore(again)  # the same three named again: the request goes on where it was
+    assert (pack.state_of(again).selected, pack.snapshot_values(again)["reservation_id"]) == ("8C8K4E", "8C8K4E")
+    pack.refused("cancel_reservation", {"reservation_id": "8C8K4E", "reason": "other"}, "not_cancellable", again)
+    pack.refused("cancel_reservation", {"reservation_id": "MSJ4OA", "reason": "other"}, "not_cancellable", again)
+    assert (pack.state_of(again).selected, pack.state_of(again).queue) == ("MSJ4OA", [])  # the last one stays

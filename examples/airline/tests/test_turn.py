@@ -112,3 +112,13 @@ def test_a_certificate_is_the_policy_s_amount_for_the_reservation_in_question(te
     h, tools = _session()
     r = _certificate(h, text, amount)
     assert ([c.params["amount"] for c in r.of("action_card")] == [amount]) is offered, (r.events, h.meta)
+
+
+def test_a_refused_reservation_of_several_passes_the_request_on_to_the_next():
+    h, tools = _session()
+    r = _cancel(h, "Cancel DDHPNX and 4WQ150 please, my plans changed", "DDHPNX", "change_of_plan")
+    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
+    assert r.of("action_card") == [] and "I can't cancel reservation DDHPNX" in said, said
+    assert (h.meta["state"]["selected"], h.meta["state"]["queue"]) == ("4WQ150", [])
+    r = _cancel(h, "ok, what about the other one", "4WQ150", "change_of_plan")
+    assert [c.params["reservation_id"] for c in r.of("action_card")] == ["4WQ150"]

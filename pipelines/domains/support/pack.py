@@ -1030,6 +1030,15 @@ class SupportPack(PackBase):
         named_anywhere = described_items(dict(state.items), texts)
         return [] if named_anywhere else fits
 
+    def refused(self, tool: str, args: Mapping[str, Any], reason: str, facts: TurnFacts) -> None:
+        """An order of several the policy will not let change: the request goes on to the next one."""
+        state = self.state_of(facts)
+        selected = state.selected
+        queue = list(selected.get("queue") or []) if selected else []
+        if selected and args.get("order_id") == selected.get("id") and queue:
+            state.selected = {"id": queue[0], "at": selected.get("at", 0), "queue": queue[1:]}
+            facts.state = state.model_dump(mode="json")
+
     def select_record(self, record: str, facts: TurnFacts, then: Sequence[str] = ()) -> None:
         state = self.state_of(facts)
         state.selected = {"id": record, "at": len(facts.user_texts) - 1, "queue": list(then)}
