@@ -59,8 +59,23 @@ def instructed_vocabulary() -> InstructedVocabulary:
         identity_order=("user_id", "email", "name_zip"))
 
 
+_ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+                "November", "December")
+
+
 class AirlineEvaluation(PackEvaluation):
     """The airline pack's evaluation hooks (see module docstring)."""
+
+    def said_as(self, value: str) -> list[str]:
+        """A date as people say it: 2024-05-23 is "May 23", "May 23rd", "23 May" (the pack reads them so, in the
+        policy's year)."""
+        m = _ISO_DATE.fullmatch(value.strip())
+        if not m or not 1 <= int(m.group(2)) <= 12:
+            return []
+        month, day = _MONTH_NAMES[int(m.group(2)) - 1], int(m.group(3))
+        nth = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+        return [f"{month} {day}", f"{month} {day}{nth}", f"{day} {month}"]
 
     def scripted_user(self, task: Mapping[str, Any], db: Mapping[str, Any], card_tools: Mapping[str, str],
                       max_turns: int, kind: str = "instructed") -> Any:

@@ -164,3 +164,17 @@ def test_a_reservation_the_policy_refuses_passes_the_request_on_and_the_same_nam
     pack.refused("cancel_reservation", {"reservation_id": "8C8K4E", "reason": "other"}, "not_cancellable", again)
     pack.refused("cancel_reservation", {"reservation_id": "MSJ4OA", "reason": "other"}, "not_cancellable", again)
     assert (pack.state_of(again).selected, pack.state_of(again).queue) == ("MSJ4OA", [])  # the last one stays
+
+
+def test_the_invented_argument_judge_reads_a_date_as_people_say_it():
+    from tandem_airline.evaluation import AirlineEvaluation
+
+    from serve.eval.measures import SessionLedger
+
+    kit = AirlineEvaluation()
+    assert kit.said_as("2024-05-23") == ["May 23", "May 23rd", "23 May"]
+    assert kit.said_as("2024-06-01")[1] == "June 1st" and kit.said_as("2024-06-12")[1] == "June 12th"
+    assert kit.said_as("2024-13-01") == [] and kit.said_as("HAT123") == []
+    ledger = SessionLedger(said_as=kit.said_as)
+    ledger.raw_texts.append("push my flight on May 23 back a day")
+    assert ledger.grounded("2024-05-23", set()) and not ledger.grounded("2024-05-24", set())
