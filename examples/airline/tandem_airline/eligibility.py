@@ -14,7 +14,7 @@ rule                        policy
 :func:`change_refusal`      basic economy keeps its flights; origin, destination and trip type stay; a cabin
                             change only before anything is flown
 :func:`update_payment_refusal`  a change is paid by one gift card or credit card on file (never a certificate)
-:func:`baggage_refusal`     bags can be added, never removed; the fee covers every bag beyond the allowance
+:func:`baggage_refusal`     bags can be added (at least one), never removed; the fee covers every bag beyond the allowance
 :func:`passengers_refusal`  passengers can be changed, their number cannot
 :func:`booking_refusal`     one to five passengers; at most one certificate, one credit card, three gift
                             cards, all on file; the fee covers every bag beyond the allowance
@@ -37,7 +37,7 @@ REASONS: tuple[str, ...] = (
     "not_confirmed", "other_user", "user_not_found", "reservation_not_found", "flight_not_found",
     "flight_not_available", "not_enough_seats", "payment_not_found", "insufficient_balance",
     "certificate_not_allowed", "payment_mismatch", "already_cancelled", "already_flown", "not_cancellable",
-    "basic_economy_fixed", "route_changed", "bags_removed", "bags_under_charged", "passenger_count",
+    "basic_economy_fixed", "route_changed", "bags_removed", "no_bags_added", "bags_under_charged", "passenger_count",
     "too_many_passengers", "payment_mix", "no_compensation", "bad_amount", "too_many_certificates",
 )
 CANCEL_REASONS: tuple[str, ...] = ("change_of_plan", "airline_cancelled", "health", "weather", "other")
@@ -117,9 +117,11 @@ def update_payment_refusal(source: str | None, balance: float | None, amount: fl
 
 def baggage_refusal(*, total: int, nonfree: int, old_total: int, old_nonfree: int, membership: str, cabin: str,
                     passengers: int) -> str | None:
-    """Bags are added, never removed; every bag beyond the allowance is paid."""
+    """Bags are added, never removed (and a change adds at least one); every bag beyond the allowance is paid."""
     if total < old_total or nonfree < old_nonfree or nonfree > total:
         return "bags_removed"
+    if total == old_total:
+        return "no_bags_added"
     if nonfree < bags_needing_fee(membership, cabin, passengers, total):
         return "bags_under_charged"
     return None

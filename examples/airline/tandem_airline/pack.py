@@ -125,6 +125,7 @@ AIRLINE_TEXTS = DomainTexts(
         "basic_economy_fixed": "basic economy flights can't be changed",
         "route_changed": "the origin, destination and trip type must stay the same",
         "bags_removed": "checked bags can be added but not removed",
+        "no_bags_added": "the reservation already holds that many checked bags",
         "bags_under_charged": "bags beyond your free allowance are $50 each",
         "passenger_count": "the number of passengers can't change",
         "too_many_passengers": "a reservation holds one to five passengers",

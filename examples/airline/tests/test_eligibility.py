@@ -75,7 +75,7 @@ def test_payment_of_a_change():
 
 def test_bags_are_added_never_removed_and_paid_beyond_the_allowance():
     kw = dict(old_total=1, old_nonfree=0, membership="regular", cabin="economy", passengers=1)
-    assert el.baggage_refusal(total=1, nonfree=0, **kw) is None
+    assert el.baggage_refusal(total=1, nonfree=0, **kw) == "no_bags_added"  # the count it holds: no change
     assert el.baggage_refusal(total=0, nonfree=0, **kw) == "bags_removed"
     assert el.baggage_refusal(total=2, nonfree=0, **kw) == "bags_under_charged"
     assert el.baggage_refusal(total=2, nonfree=1, **kw) is None
