@@ -13,6 +13,7 @@ from typing import Any
 
 from pipelines.domain import InstructedUser, InstructedVocabulary, PackEvaluation
 
+from .candidates import _MONTHS as _MONTHS_OF_YEAR
 from .labels import CARD_INTENTS
 
 __all__ = ["AirlineEvaluation", "WRITE_TOOLS", "instructed_vocabulary"]
@@ -60,8 +61,7 @@ def instructed_vocabulary() -> InstructedVocabulary:
 
 
 _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
-_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-                "November", "December")
+_MONTH_NAMES = tuple(m.capitalize() for m in _MONTHS_OF_YEAR)  # the months as the pack's extractor reads them
 
 
 class AirlineEvaluation(PackEvaluation):

@@ -219,6 +219,11 @@ def policy_amounts(facts: TurnFacts, state: AirlineState, extract: Any) -> list[
     return [str(rate * count) for what, rate in COMPENSATION_PER_PASSENGER if count and said[what]]
 
 
+def _next_in_request(state: AirlineState) -> None:
+    """The request's next reservation is in question (none when it was the last)."""
+    state.selected, state.queue = (state.queue[0], state.queue[1:]) if state.queue else (None, [])
+
+
 def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
     """A card carries the reservation in question, never another of the user's."""
     rid = _in_question(facts, state, extract)
@@ -338,20 +343,20 @@ class AirlinePack(PackBase):
             if tool in WRITE_TOOLS and rid in state.reservations and result.get("status"):
                 state.reservations[rid] = {**state.reservations[rid], "status": str(result["status"])}
             if tool in WRITE_TOOLS and rid and rid == state.selected:  # done: the request's next reservation
-                state.selected, state.queue = (state.queue[0], state.queue[1:]) if state.queue else (None, [])
-            if tool == "get_reservation_details":  # the reservation in question read: the policy's amounts
-                _narrow(facts, state, self.extract_candidates)
+                _next_in_request(state)
             ids = [v for k in ("reservation_id", "payment_id", "user_id") for v in found.get(k, [])]
             state.observed_ids = sorted(set(state.observed_ids) | set(ids))
             state.records.add_all(found, "record")
             facts.candidates.add_all(found, "record")
+            if tool == "get_reservation_details":  # a reservation read: still the one in question; its amounts
+                _narrow(facts, state, self.extract_candidates)
         facts.state = state.model_dump(mode="json")
 
     def refused(self, tool: str, args: Mapping[str, Any], reason: str, facts: TurnFacts) -> None:
         """A reservation of several the policy will not let change: the request goes on to the next one."""
         state = self.state_of(facts)
         if args.get("reservation_id") == state.selected and state.queue:
-            state.selected, state.queue = state.queue[0], state.queue[1:]
+            _next_in_request(state)
             facts.state = state.model_dump(mode="json")
 
     def user_state(self, tool: str, result: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -83,6 +83,7 @@ def test_several_reservations_named_are_each_in_question_in_turn():
     assert pack.snapshot_values(facts)["reservation_id"] == "LU15PA"
     pack.observe("get_reservation_details", {"reservation_id": "8C8K4E", "user_id": USER}, True, facts)
     assert pack.state_of(facts).selected == "LU15PA"  # a read moves nothing on
+    assert facts.candidates.of("reservation_id") == ["LU15PA"]  # nor lends a card another reservation
     pack.observe("cancel_reservation", {"reservation_id": "LU15PA", "user_id": USER, "status": "cancelled"}, True,
                  facts)
     state = pack.state_of(facts)
