@@ -87,9 +87,9 @@ class DomainTexts(BaseModel):
 
     def question(self, kind: str, **fields: Any) -> str:
         """The clarify question for ``kind`` (falls back to ``details``; ``choices``, the question that lists the
-        user's own options, to a plain one of the core's when the pack has none)."""
-        text = (self.clarify.get(kind) or (_CHOICES if kind == "choices" else None) or self.clarify.get("details")
-                or self.fallback)
+        user's own options, and ``choice``, the one that names the only one, to a plain one of the core's when
+        the pack has none)."""
+        text = (self.clarify.get(kind) or _CORE_CHOICES.get(kind) or self.clarify.get("details") or self.fallback)
         try:
             return text.format(**fields)
         except (KeyError, IndexError):
@@ -97,6 +97,8 @@ class DomainTexts(BaseModel):
 
 
 _CHOICES = "Which of these do you mean: {options}?"
+#: The core's questions with the user's own options, for a pack without its own: several, or the one there is.
+_CORE_CHOICES = {"choices": _CHOICES, "choice": "Do you mean {options}?"}
 
 
 @runtime_checkable

@@ -60,7 +60,7 @@ def path_event(st: TurnState, outcome: Outcome, *, handoff: str, question: str
     if outcome.path == "escalate":
         return EscalationEvent(reason_code=outcome.escalation_reason or "out_of_scope", message=handoff)
     if outcome.path == "clarify":
-        return ClarifyEvent(question=st.vault.restore(question), options=list(outcome.clarify_options))
+        return ClarifyEvent(question=st.vault.restore(question), options=[st.vault.restore(o) for o in outcome.clarify_options])
     if outcome.path == "action_card" and outcome.card_id:
         if st.contract is not None and outcome.card_id not in st.contract.action_ids():
             raise AssertionError("an action card must be selected by the orchestrator and validated")

@@ -135,6 +135,7 @@ async def vary_question(st: TandemState, domain: Domain) -> None:
         await run_reads(st, domain.choice_reads(about, st.facts), limit=MAX_RECORD_READS)
         options = [x for x in domain.choices(about, st.facts) if x]
         key = f"{about}_choices" if f"{about}_choices" in domain.texts.clarify else "choices"
+        key = key if len(options) > 1 else "choice"  # the one option there is: "Do you mean …?"
         question = domain.texts.question(key, options=", ".join(options)) if options else ""
         if options and _norm(question) not in asked:
             o.clarify_question, o.clarify_options = question, options

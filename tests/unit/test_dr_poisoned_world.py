@@ -86,6 +86,7 @@ def test_a_poisoned_tool_observation() -> None:
 def test_the_backend_refuses_again_before_execution() -> None:
     h = logged_in()
     on_file = h.world.users[ALEX.user_id].address
+    h.world.orders[OID].address.address2 = "Apt 6"  # it ships to another flat: the profile's is a change
     grounded = {**EVIL, "address1": on_file.address1, "address2": on_file.address2, "city": on_file.city}
     r = h.turn("Ship my order to my profile address", orch=[j(decision="action", card_id="card.modify_address",
                                                                params=grounded)], gen=["Reply yes to confirm."])
@@ -105,6 +106,7 @@ def test_the_backend_refuses_again_before_execution() -> None:
 def test_a_card_changed_after_it_was_shown_is_refused_by_the_tool_port() -> None:
     h = logged_in()
     on_file = h.world.users[ALEX.user_id].address
+    h.world.orders[OID].address.address2 = "Apt 6"  # it ships to another flat: the profile's is a change
     grounded = {**EVIL, "address1": on_file.address1, "address2": on_file.address2, "city": on_file.city}
     h.turn("Ship my order to my profile address", orch=[j(decision="action", card_id="card.modify_address",
                                                            params=grounded)], gen=["Reply yes to confirm."])

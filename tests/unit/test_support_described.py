@@ -1027,7 +1027,75 @@ def test_an_address_named_by_the_citys_short_name_is_that_whole_address():
     facts = TurnFacts(session_id="s", user_text=both, user_texts=[both], state=state)
     pack.restore(facts)
     pack.snapshot_values(facts)
-    assert facts.candidates.of("address1") == []  # two cities of theirs in one text: neither
+    assert facts.candidates.of("address1") == ["7 Birch Lane"]  # it ships to Reno now: NYC is the one change
+    boston = {"address1": "2 Oak Way", "address2": "", "city": "Boston", "state": "MA", "country": "USA",
+              "zip": "02108"}
+    records.add_all({"address1": ["2 Oak Way"], "city": ["Boston"], "state": ["MA"], "address_zip": ["02108"]},
+                    "record")
+    state = {**state, "records": records.model_dump(), "addresses": [home, ny, boston]}
+    both = "Ship order #W1000001 to NYC or Boston, whichever."
+    facts = TurnFacts(session_id="s", user_text=both, user_texts=[both], state=state)
+    pack.restore(facts)
+    pack.snapshot_values(facts)
+    assert facts.candidates.of("address1") == []  # two new cities of theirs in one text: neither
+
+
+def _daughter_state(pending: dict | None = None) -> dict:
+    """A profile in Denver, an order (#W1000001, a tablet) shipped to the daughter in Chicago, one order unread."""
+    home = {"address1": "5 Lake Drive", "address2": "Suite 2", "city": "Denver", "state": "CO", "country": "USA",
+            "zip": "80239"}
+    hers = {"address1": "8 Maple Road", "address2": "", "city": "Chicago", "state": "IL", "country": "USA",
+            "zip": "60621"}
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001", "#W2000002"], "address1": ["5 Lake Drive", "8 Maple Road"],
+                     "address2": ["Suite 2"], "city": ["Denver", "Chicago"], "state": ["CO", "IL"],
+                     "country": ["USA"], "address_zip": ["80239", "60621"], "user_id": ["u"]}, "record")
+    return {"authenticated_user_id": "u", "records": records.model_dump(), "addresses": [home, hers],
+            "profile_address": home, "pending": pending,
+            "items": {"1": {"name": "Tablet", "product_id": "t", "order_id": "#W1000001", "options": {}}},
+            "orders": {"#W1000001": {"status": "pending", "items": ["Tablet"], "paid_with": "p", "address": hers}}}
+
+
+def test_a_new_address_is_never_the_one_the_change_replaces():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    said = "Make my default address my daughter's: my home is Denver and hers is Chicago."
+    facts = TurnFacts(session_id="s", user_text=said, user_texts=[said], state=_daughter_state())
+    pack.restore(facts)  # the request not read yet, no order in question: the profile's is the one replaced
+    assert facts.candidates.of("address1") == ["8 Maple Road"]
+    facts.intent, facts.sub_intent = "account", "address"
+    pack.settle_intent("account", "address", facts)
+    assert facts.candidates.of("address1") == ["8 Maple Road"]  # Denver is the profile's now: no change
+    assert pack.choices("address", facts) == ["8 Maple Road, Chicago, IL, 60621, USA"]
+    assert pack.choice_reads("address", facts) == [("get_order_details", {"order_id": "#W2000002"})]
+    tablet = "Also, the tablet I ordered: is it still pending? " + said
+    facts = TurnFacts(session_id="s", user_text=tablet, user_texts=[tablet], state=_daughter_state())
+    facts.intent = "modify"  # a change of the tablet's order: it ships to Chicago, so Denver is the new one
+    pack.settle_intent("modify", "address", facts)
+    assert facts.candidates.of("address1") == ["5 Lake Drive"]
+    assert pack.choices("address", facts) == ["5 Lake Drive, Suite 2, Denver, CO, 80239, USA"]
+    facts.intent = "account"  # the same words, the profile's address changed: Chicago
+    pack.settle_intent("account", "address", facts)
+    assert facts.candidates.of("address1") == ["8 Maple Road"]
+
+
+def test_the_card_awaiting_a_yes_says_which_address_it_replaces_before_the_request_is_read():
+    from pipelines.domain import TurnFacts
+    from pipelines.domains import load_domain
+
+    pack = load_domain("support")
+    texts = ["Make my default address my daughter's: my home is Denver and hers is Chicago.",
+             "And is the tablet I ordered still pending?"]  # the tablet's order is in question now
+    for tool, args, expected in (
+            ("modify_user_address", {"user_id": "u"}, ["8 Maple Road"]),  # the profile's (Denver) is replaced
+            ("modify_pending_order_address", {"order_id": "#W1000001"}, ["5 Lake Drive"]),  # the order's (Chicago)
+            (None, {}, ["5 Lake Drive"])):  # no card: the order in question's
+        pending = {"card_id": "c", "title": "t", "tool": tool, "args": args} if tool else None
+        facts = TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=_daughter_state(pending))
+        pack.restore(facts)
+        assert facts.candidates.of("address1") == expected, tool
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -127,6 +127,22 @@ def test_items_in_order(world: RetailWorld, item_ids: list[str], expected: str |
     assert reason(el.require_items_in_order, world.orders["#W0000001"], item_ids) == expected
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, "same_address"),                                   # the address it already has: no change
+        ({"address2": "Apt 1"}, None),                          # one line differs: a change
+        ({"city": "Dallas"}, None),
+        ({"zip": "78702"}, None),
+        ({"state": "OK"}, None),
+        ({"country": "CA"}, None),
+        ({"address1": "2 Main St"}, None),
+    ],
+)
+def test_a_new_address_must_differ_from_the_current_one(change: dict, expected: str | None) -> None:
+    assert reason(el.require_new_address, ADDR, ADDR.model_copy(update=change)) == expected
+
+
 # --- swaps and the price difference --------------------------------------------------------------
 
 @pytest.mark.parametrize(
@@ -274,7 +290,7 @@ def test_reason_of(message: str | None, expected: str | None) -> None:
 
 
 def test_every_reason_is_unique_and_snake_case() -> None:
-    assert len(el.REASONS) == len(set(el.REASONS)) == 23
+    assert len(el.REASONS) == len(set(el.REASONS)) == 24
     assert all(r.replace("_", "").isalpha() and r.islower() for r in el.REASONS)
 
 

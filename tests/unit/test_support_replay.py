@@ -13,6 +13,8 @@ TAU2_DIR = default_tau2_dir()
 # 17.00; tau2's own tool refuses this too ("Insufficient gift card balance").
 EXPECTED_REFUSALS: dict[tuple[str, str], str] = {
     ("105", "106_0"): "insufficient_gift_card_balance",
+    # the address the order already ships to: a write that would change nothing (the database is the same)
+    ("110", "111_1"): "same_address",
 }
 
 

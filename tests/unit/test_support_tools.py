@@ -229,6 +229,8 @@ def test_modify_order_address(world: RetailWorld) -> None:
     assert refused("modify_pending_order_address", args, ctx_for(PRIYA.user_id), world) == "order_not_owned"
     assert call("modify_pending_order_address", args, ctx_for(ALEX.user_id), world).observation.ok
     assert world.orders[ALEX.pending_order_id].address.city == "Reno"
+    # the address it has now: a write that would change nothing is refused
+    assert refused("modify_pending_order_address", args, ctx_for(ALEX.user_id), world) == "same_address"
     assert world.users[ALEX.user_id].address.city != "Reno"
 
 
@@ -317,6 +319,7 @@ def test_modify_user_address(world: RetailWorld) -> None:
     out = call("modify_user_address", args, ctx_for(ALEX.user_id), world)
     assert out.observation.ok and out.changed == {"user": [ALEX.user_id]}
     assert world.users[ALEX.user_id].address.zip == "89501"
+    assert refused("modify_user_address", args, ctx_for(ALEX.user_id), world) == "same_address"  # already it
 
 
 def test_registry_call_keeps_reason_in_message(world: RetailWorld) -> None:

@@ -186,3 +186,27 @@ def test_what_should_change_names_the_refused_card_where_the_pack_words_it_else_
 
     q = declined_outcome(Plain(), None, "card.exchange_items", {"order_id": "#W1000001"}).clarify_question  # type: ignore[arg-type]
     assert q == "What should I change about it?"
+
+
+def test_an_address_asked_again_is_asked_among_the_addresses_of_the_users_orders_in_words():
+    from pipelines.domains.support.world import Address
+
+    h = _verified()
+    home = h.world.users[ALEX].address
+    other = next(o for o in h.world.users[ALEX].orders)
+    h.world.orders[other].address = Address(address1="8 Maple Road", address2="Unit 4", city="Chicago",
+                                            country="USA", state="IL", zip="60621")
+    for o in h.world.users[ALEX].orders:  # every other order ships home: the one new address is Chicago's
+        if o != other:
+            h.world.orders[o].address = home.model_copy()
+    r = h.turn("I need to change my default address", orch=[w1("account", "address"), j(decision="clarify",
+                                                                                          about="address")])
+    assert [q.question for q in r.of("clarify")] == [
+        "What is the full new address: street, city, state, zip code and country?"]
+    r = h.turn("my sister's place, not sure of the street", orch=[w1("account", "address"),
+                                                                  j(decision="clarify", about="address")])
+    q = r.of("clarify")[0]  # asked again: the user's orders read for it, the one address not the profile's
+    assert q.question == "Do you mean 8 Maple Road, Unit 4, Chicago, IL, 60621, USA?"
+    assert q.options == ["8 Maple Road, Unit 4, Chicago, IL, 60621, USA"]  # in words, never a placeholder
+    read = [f["args"]["order_id"] for k, f in h.sink.events if k == "tandem.tool" and f["tool"] == "get_order_details"]
+    assert other in read

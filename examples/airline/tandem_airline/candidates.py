@@ -39,7 +39,8 @@ ARG_KINDS: dict[str, dict[str, str]] = {
     "list_all_airports": {},
     "calculate": {"expression": "expression"},
     "cancel_reservation": {"reservation_id": "reservation_id", "reason": "cancel_reason"},
-    "update_reservation_flights": {"reservation_id": "reservation_id", "cabin": "cabin", **_FLIGHTS,
+    # a change of flights keeps the reservation's cabin unless the user names another (pack._narrow)
+    "update_reservation_flights": {"reservation_id": "reservation_id", "cabin": "flight_cabin", **_FLIGHTS,
                                    "payment_id": "payment_id"},
     "update_reservation_baggages": {"reservation_id": "reservation_id", "total_baggages": "bag_count",
                                     "nonfree_baggages": "bag_count", "payment_id": "payment_id"},

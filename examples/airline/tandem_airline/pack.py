@@ -72,6 +72,7 @@ AIRLINE_TEXTS = DomainTexts(
         "date": "On which date?",
         "flight_number": "Which flight do you mean?",
         "cabin": "Which cabin: basic economy, economy or business?",
+        "flight_cabin": "Which cabin: basic economy, economy or business?",
         "flight_type": "Is it one way or a round trip?",
         "insurance": "Would you like travel insurance, at $30 per passenger?",
         "cancel_reason": "May I ask why you are cancelling: a change of plan, a flight the airline cancelled, "
@@ -231,6 +232,19 @@ def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
         facts.candidates.keep("reservation_id", [rid])
     for amount in policy_amounts(facts, state, extract):
         facts.candidates.add("certificate_amount", amount, "record")
+    facts.candidates.keep("flight_cabin", [])  # decided anew from what is known now
+    for cabin, source in kept_cabins(facts, state, rid):
+        facts.candidates.add("flight_cabin", cabin, source)
+
+
+def kept_cabins(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[tuple[str, str]]:
+    """The cabin of a change of flights: the one the user names (an upgrade, a downgrade); none named, the one the
+    reservation in question has (a new flight in the cabin they hold), else the cabins of the reservations read."""
+    said = [c for c in facts.candidates.of("cabin") if facts.candidates.source_of("cabin", c) == "user"]
+    if said:
+        return [(c, "user") for c in said]
+    held = [rid] if rid in state.reservations else list(state.reservations)
+    return [(c, "record") for c in dict.fromkeys(str(state.reservations[r].get("cabin") or "") for r in held) if c]
 
 
 class AirlinePack(PackBase):

@@ -39,7 +39,7 @@ def _calls(world: AirlineWorld) -> Iterator[tuple[str, dict[str, Any], str, str]
                    uid, f"{said} One more bag on {card}.")
             for cabin in [c for c in ("economy", "business") if c != res.cabin]:
                 yield ("update_reservation_flights", {"reservation_id": rid, "cabin": cabin, "payment_id": card,
-                                                      "flights": _refs(res)}, uid, f"{said} Upgrade, on {card}.")
+                                                      "flights": _refs(res)}, uid, f"{said} Move me to {cabin}, on {card}.")
         yield ("update_reservation_passengers", {"reservation_id": rid,  # the same people, in another order
                                                  "passengers": [p.model_dump() for p in res.passengers[::-1]]},
                uid, f"{said} " + ", ".join(f"{p.first_name} {p.last_name} {p.dob}" for p in res.passengers))

@@ -179,3 +179,18 @@ def test_the_invented_argument_judge_reads_a_date_as_people_say_it():
     ledger = SessionLedger(said_as=kit.said_as)
     ledger.raw_texts.append("push my flight on May 23 back a day")
     assert ledger.grounded("2024-05-23", set()) and not ledger.grounded("2024-05-24", set())
+
+
+@needs_data
+def test_a_change_of_flights_keeps_the_cabin_held_unless_the_user_names_another():
+    pack = _pack()
+    facts = _facts(pack, "Please move my UDMOP1 flights to a day later.")  # basic economy, no cabin named
+    pack.restore(facts)
+    assert facts.candidates.of("flight_cabin") == ["basic_economy"]
+    assert facts.candidates.source_of("flight_cabin", "basic_economy") == "record"
+    facts = _facts(pack, "Move LU15PA a day later, and put me in economy.")  # LU15PA is business: economy named
+    pack.restore(facts)
+    assert facts.candidates.of("flight_cabin") == ["economy"]
+    facts = _facts(pack, "I want to fly a day later.")  # no reservation in question: the cabins she holds
+    pack.restore(facts)
+    assert sorted(facts.candidates.of("flight_cabin")) == ["basic_economy", "business", "economy"]

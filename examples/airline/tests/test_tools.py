@@ -63,7 +63,13 @@ def test_basic_economy_keeps_its_flights_but_may_change_cabin(tools):
     assert _run(tools.precheck("update_reservation_flights", moved, s)) == "basic_economy_fixed"
     upgrade = dict(moved, cabin="economy", flights=[{"flight_number": "HAT005", "date": "2024-05-20"},
                                                     {"flight_number": "HAT178", "date": "2024-05-30"}])
-    assert _run(tools.precheck("update_reservation_flights", upgrade, s)) is None
+    # a cabin the user neither named nor holds is never theirs: the backend refuses it
+    assert _run(tools.precheck("update_reservation_flights", upgrade, s)) == "ungrounded_argument:cabin"
+    said = ToolSession(session_id="s", authenticated_user_id="daiki_muller_1116",
+                       user_texts=["XEHM4B: move me up to economy please, credit_card_2408938"])
+    assert _run(tools.precheck("update_reservation_flights", upgrade, said)) is None
+    kept = dict(upgrade, cabin="basic_economy")  # the cabin it holds, not named: kept (the flights unchanged)
+    assert _run(tools.precheck("update_reservation_flights", kept, s)) is None
 
 
 def test_a_cancellation_reason_must_be_the_users(tools):

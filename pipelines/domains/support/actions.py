@@ -164,9 +164,10 @@ def modify_pending_order_items(args: ItemSwapArgs, ctx: ToolContext, world: Reta
 
 
 def check_modify_pending_order_address(args: OrderAddressArgs, ctx: ToolContext, world: RetailWorld) -> Order:
-    """Own ``pending`` order, confirmed."""
+    """Own ``pending`` order, to another address than its own, confirmed."""
     order = el.require_own_order(ctx, world, args.order_id)
     el.require_status(order, _PENDING, "order_not_pending")
+    el.require_new_address(order.address, args.to_address())
     el.require_confirmed(ctx)
     return order
 
@@ -265,8 +266,9 @@ def exchange_delivered_order_items(args: ItemSwapArgs, ctx: ToolContext, world: 
 
 
 def check_modify_user_address(args: UserAddressArgs, ctx: ToolContext, world: RetailWorld) -> User:
-    """Only the authenticated user's own default address, confirmed."""
+    """Only the authenticated user's own default address, changed, confirmed."""
     user = el.require_user(ctx, world, args.user_id)
+    el.require_new_address(user.address, args.to_address())
     el.require_confirmed(ctx)
     return user
 

@@ -18,7 +18,7 @@ from typing import NoReturn
 from pipelines.errors import IneligibleAction, ToolError
 from pipelines.tools import ToolContext
 
-from .world import GiftCard, Order, PaymentMethod, Product, RetailWorld, User
+from .world import Address, GiftCard, Order, PaymentMethod, Product, RetailWorld, User
 
 __all__ = [
     "REASONS",
@@ -54,6 +54,7 @@ REASONS: tuple[str, ...] = (
     "variant_unavailable",
     "payment_method_not_found",
     "same_payment_method",
+    "same_address",
     "payment_history_not_single",
     "insufficient_gift_card_balance",
     "refund_method_not_allowed",
@@ -139,6 +140,12 @@ def require_status(order: Order, allowed: tuple[str, ...], reason: str) -> None:
     """Refuse with ``reason`` unless the order's status is one of ``allowed``."""
     if order.status not in allowed:
         refuse(reason, f"order {order.order_id} has status {order.status!r}", status=order.status)
+
+
+def require_new_address(current: Address, new: Address) -> None:
+    """A change of address must change it: the address it already has is refused (``same_address``)."""
+    if current == new:
+        refuse("same_address", "the new address is the one already on record")
 
 
 def require_payment_method(world: RetailWorld, user_id: str, payment_method_id: str) -> PaymentMethod:

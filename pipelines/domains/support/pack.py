@@ -117,6 +117,9 @@ class SupportState(BaseModel):
     addresses: list[dict[str, str]] = Field(
         default_factory=list, description="The addresses of the user's records as read (the profile's, each order's), "
         "field by field: a new address named by its city among them is that whole address.")
+    profile_address: dict[str, str] = Field(
+        default_factory=dict, description="The default address of the verified user's profile as read, field by "
+        "field (empty: not read): the one a change of the default address replaces.")
     selected: dict[str, Any] | None = Field(
         None, description="The order found by what it holds ({id, at: the index of the user text it was found "
         "for}); an order the user types in a later text takes over.")
@@ -550,6 +553,38 @@ _FIELD_KIND = {"address1": "address1", "address2": "address2", "city": "city", "
                "country": "country"}
 
 
+def _replaced_address(facts: TurnFacts, state: SupportState) -> dict[str, str]:
+    """The address a change of address would replace: the profile's for a change of the account, the shipping
+    address of the order in question for a change of an order; before the turn's request is read, the one the
+    card awaiting the user's yes replaces, else the order's when one is in question, else the profile's (empty:
+    not read)."""
+    shown = state.pending.tool if state.pending is not None and facts.intent is None else None
+    if shown == "modify_pending_order_address" and state.pending is not None:
+        order: str | None = str(state.pending.args.get("order_id") or "")
+    else:
+        order = _order_in_question(facts, state) if facts.intent != "account" and shown is None else None
+    if facts.intent == "account" or shown == "modify_user_address" or (facts.intent is None and order is None):
+        return state.profile_address
+    return dict((state.orders.get(order or "") or {}).get("address") or {})
+
+
+def _same_address(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    return all(" ".join(str(a.get(f, "")).lower().split()) == " ".join(str(b.get(f, "")).lower().split())
+               for f in _FIELD_KIND)
+
+
+def _new_addresses(state: SupportState, replaced: Mapping[str, str]) -> list[dict[str, str]]:
+    """The addresses of the user's records that could be a new one: every one read but the one it replaces (a
+    user who says "my daughter's address in Chicago" and "I live in Denver" names one new address)."""
+    return [a for a in state.addresses if not (replaced and _same_address(a, replaced))]
+
+
+def _address_words(address: Mapping[str, str]) -> str:
+    """"380 Maple Drive, Suite 960, San Diego, CA, 92101, USA"."""
+    return ", ".join(str(address[f]) for f in ("address1", "address2", "city", "state", "zip", "country")
+                     if address.get(f))
+
+
 def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str]) -> None:
     """An address is one whole: the newest address the user spelled out gives every field of a new address (a line
     it leaves out is empty, a field it leaves out is asked; the country may be the one of their records) — never a
@@ -575,8 +610,9 @@ def _narrow_address(facts: TurnFacts, state: SupportState, texts: Sequence[str])
             keep_whole(sources[-1])
             return
     named: list[dict[str, str]] = []
+    replaced = _replaced_address(facts, state)
     for text in reversed(texts):  # the newest text that names a city of theirs decides ("not Seattle: NYC")
-        named = [a for a in state.addresses if a.get("city")
+        named = [a for a in _new_addresses(state, replaced) if a.get("city")
                  and any(appears_in(c, [text]) for c in (a["city"], *said_as("city", a["city"])))]
         if named:
             break
@@ -878,6 +914,7 @@ class SupportPack(PackBase):
                 if address.get("address1") and address not in state.addresses:
                     state.addresses.append(address)
             if tool == "get_user_details" and owner and result.get("user_id") == owner:
+                state.profile_address = address
                 state.payment_methods = {
                     str(pid): {k: str(m.get(k, "")) for k in ("source", "brand", "last_four") if m.get(k)}
                     for pid, m in (result.get("payment_methods") or {}).items() if isinstance(m, Mapping)}
@@ -973,8 +1010,13 @@ class SupportPack(PackBase):
 
     def settle_intent(self, intent: str, sub_intent: str, facts: TurnFacts) -> tuple[str, str]:
         """By the state of the order in question, once read (the policy's): an item of a pending order is modified
-        and a pending order cancelled; a delivered order's items are exchanged or returned."""
+        and a pending order cancelled; a delivered order's items are exchanged or returned. The request now read,
+        the address a change of address would replace is no candidate (the profile's for the account's, the
+        order's for an order's)."""
         state = self.state_of(facts)
+        if facts.intent:  # narrowed anew from the records, as at the turn's start, with the request known
+            facts.candidates = facts.candidates.merged(state.records)
+            _narrow(facts, state)
         status = str((state.orders.get(_order_in_question(facts, state) or "") or {}).get("status", ""))
         pending, delivered = status.startswith("pending"), status == "delivered"
         settled = {("exchange", "items"): ("modify", "items") if pending else None,
@@ -1100,13 +1142,15 @@ class SupportPack(PackBase):
             return [_options_text(v.get("options") or {}) for v in variants.values() if v.get("available")][:6]
         if about == "reason":
             return list(FIXED_CANDIDATES.get("cancel_reason", ()))
+        if about == "address":  # the other addresses of their records ("the one my daughter's order went to")
+            return [_address_words(a) for a in _new_addresses(state, _replaced_address(facts, state))][:6]
         return []
 
     def choice_reads(self, about: str, facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
         state = self.state_of(facts)
         if about == "payment_method" and state.payment_methods is None and state.authenticated_user_id:
             return [("get_user_details", {"user_id": state.authenticated_user_id})]
-        if about in ("choose", "order"):
+        if about in ("choose", "order", "address"):  # an address asked again: where their orders ship, too
             return self.record_reads(facts)
         return []
 

@@ -49,6 +49,7 @@ REFUSALS: dict[str, str] = {
     "payment_method_not_found": "that payment method is not on your account: which of yours should I use?",
     "insufficient_gift_card_balance": "the gift card balance does not cover the amount: which other payment method "
                                       "should I use?",
+    "same_address": "that is already the address on record",
     "payment_history_not_single": "the payment of this order cannot be moved",
     "refund_method_not_allowed": "the refund can only go to the original payment method or a gift card: which "
                                  "should it go to?",
