@@ -47,6 +47,38 @@ def test_ties_are_all_returned_and_nothing_new_named_is_nothing():
     assert described_variants(KEYS, ["held"], ["tactile please"]) == []  # not available
 
 
+#: A speaker held as green / no water resistance, and its siblings (a yes-or-no option).
+SPEAKERS = {
+    "held": {"options": {"color": "green", "water resistance": "no"}, "available": True},
+    "green_yes": {"options": {"color": "green", "water resistance": "yes"}, "available": True},
+    "red_no": {"options": {"color": "red", "water resistance": "no"}, "available": True},
+    "red_yes": {"options": {"color": "red", "water resistance": "yes"}, "available": True},
+}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("the same color but with water resistance", ["green_yes"]),
+    ("a water-resistant one, please", ["green_yes"]),  # the "-ance" noun's adjective, hyphenated
+    ("one that is water resistant and red", ["red_yes"]),
+    ("red, and not water resistant", ["red_no"]),  # negated: the "no" value, never the "yes" one
+    ("a red one without water resistance", ["red_no"]),
+    ("a red one, non-water-resistant is fine", ["red_no"]),
+    ("something that resists water", []),  # the option's name is not said
+])
+def test_a_yes_or_no_option_is_named_by_its_name_said_or_denied(text, expected):
+    assert described_variants(SPEAKERS, ["held"], [text]) == expected
+
+
+def test_a_value_said_once_counts_once_though_two_options_have_it():
+    shades = {"held": {"options": {"frame": "black", "lens": "green", "material": "metal"}, "available": True},
+              "brown_green": {"options": {"frame": "brown", "lens": "green", "material": "plastic"},
+                              "available": True},
+              "brown_brown": {"options": {"frame": "brown", "lens": "brown", "material": "plastic"},
+                              "available": True}}
+    # "brown" is one wish: the lens the user did not mention stays as it is (before: brown twice outscored it)
+    assert described_variants(shades, ["held"], ["the brown plastic one"]) == ["brown_green"]
+
+
 @pytest.mark.parametrize(("later", "expected"), [
     ("only the desk lamp", ["l"]),
     ("just the desk lamp", ["l"]),

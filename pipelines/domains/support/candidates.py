@@ -701,12 +701,30 @@ def names_measure(value: str, texts: Iterable[str]) -> bool:
 
 
 _NONE_VALUES = frozenset({"none", "no", "without"})
+_YES_VALUES = frozenset({"yes"})
+_NEGATION = r"(?:no|not|non|without(?: an?| any)?)"
+
+
+def _option_forms(option: str) -> str:
+    """An option's name as people say it, as a regex alternation: itself, and an "-ance"/"-ence" noun's adjective
+    ("water resistance" → "water resistant"); a space or a hyphen between its words."""
+    name = normalize_value(option)
+    forms = [name] + [name[:-4] + end for tail, end in (("ance", "ant"), ("ence", "ent")) if name.endswith(tail)]
+    return "|".join(re.escape(f).replace(r"\ ", r"[\s-]") for f in forms)
 
 
 def _says_none_of(option: str, texts: Iterable[str]) -> bool:
-    """Whether the user asks for an item without ``option`` ("no backlight", "without a backlight")."""
-    rx = re.compile(r"\b(?:no|without(?: an?| any)?)\s+" + re.escape(normalize_value(option)) + r"\b")
+    """Whether the user asks for an item without ``option`` ("no backlight", "without a backlight", "not
+    waterproof", "non-water-resistant")."""
+    rx = re.compile(rf"\b{_NEGATION}[\s-]+(?:{_option_forms(option)})\b")
     return any(rx.search(normalize_value(t)) for t in texts)
+
+
+def _says_yes_of(option: str, texts: Iterable[str]) -> bool:
+    """Whether the user asks for an item with a yes-or-no ``option`` ("waterproof", "with water resistance", "a
+    water-resistant one"): its name said, and not negated ("not waterproof" says the other)."""
+    rx = re.compile(rf"\b(?:{_option_forms(option)})\b")
+    return any(rx.search(normalize_value(t)) for t in texts) and not _says_none_of(option, texts)
 
 
 def _value_heads(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
@@ -800,6 +818,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
             heads.get(normalize_value(x)) and appears_in(heads[normalize_value(x)], said))]
         named += [str(x) for k, x in (v.get("options") or {}).items()
                   if normalize_value(x) in _NONE_VALUES and str(x) not in named and _says_none_of(str(k), texts)]
+        named += [str(x) for k, x in (v.get("options") or {}).items()
+                  if normalize_value(x) in _YES_VALUES and str(x) not in named and _says_yes_of(str(k), texts)]
         if held:  # "1000 more pieces": the value that far from the held one is named
             named += [x for x in by_amount(variants[held[0]], v, texts) if x not in named]
         moved = _moves(variants[held[0]], v, comps, price) if held else 0
@@ -807,7 +827,9 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
             continue  # against what the user asked ("bigger", "cheaper")
         if not moved and not any(normalize_value(x) not in no_wish for x in named):
             continue
-        changed = [x for x in named if normalize_value(x) not in no_wish]  # a restated held value is no wish
+        # a restated held value is no wish; a word said once names one option ("brown" for a brown frame is not
+        # also a brown lens): each value counts once
+        changed = list(dict.fromkeys(normalize_value(x) for x in named if normalize_value(x) not in no_wish))
         near = -_distance(variants[held[0]], v, comps) if held and step_of_one else 0.0  # "one size smaller"
         # "the cheapest": only the options said to keep count as kept ("the cheapest one of the same size")
         kept = sum(v_opts.get(k) == h_opts[k] for k in keep) if extreme else sum(
