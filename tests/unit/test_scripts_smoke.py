@@ -423,3 +423,31 @@ def test_bench_whatif_times_its_candidates_on_a_logged_run(tmp_path: Path) -> No
     assert noop["changed"] == 0 and noop["baseline_sessions"] == 0  # each session re-decided once
     assert noop["turns_per_min_wall"] > 0 and noop["turns_per_min_cpu"] > 0
     assert noop["model_calls"]["missing"] == 0 and noop["model_calls"]["live"] == 0
+
+
+def test_variant_phrasings_counts_each_wish_once_per_phrasing_and_names_the_misses(tmp_path: Path) -> None:
+    vp = _script("variant_phrasings")
+    db = {"products": {
+        "j": {"name": "Jacket", "variants": {
+            "1": {"options": {"size": "M", "color": "blue"}, "available": True, "price": 10},
+            "2": {"options": {"size": "XL", "color": "blue"}, "available": True, "price": 11},
+            "3": {"options": {"size": "M", "color": "red"}, "available": False, "price": 12}}},
+        "g": {"name": "Glasses", "variants": {  # "brown" names the frame and the lens alike: ambiguous
+            "a": {"options": {"frame": "black", "lens": "brown"}, "available": True, "price": 5},
+            "b": {"options": {"frame": "brown", "lens": "brown"}, "available": True, "price": 5}}}}}
+    report = vp.run(db, held_per_product=3)
+    rows = report["phrasings"]
+    # Jacket: held 1 → 2 (XL), held 2 → 1 (M), held 3 → 1 (blue: the one keeping M) and → 2 (XL, blue); 3 is
+    # unavailable, never wanted. Glasses: b → a names "black"; a → b names only "brown", which the held lens has
+    assert rows["values"]["wishes"] == 6 and rows["values"]["resolved"] == 5
+    assert rows["values"]["misses_by_product"] == {"Glasses": 1}
+    # said otherwise: only the wishes with a letter size ("extra large" twice, "medium")
+    assert rows["spoken"]["wishes"] == 3 and rows["spoken"]["resolved"] == 3
+    assert vp.spoken("water resistance", "no") == "not water resistant" and vp.spoken("capacity", "20000mAh") == \
+        "20,000 mAh"
+    out = tmp_path / "vp.json"
+    dbfile = tmp_path / "db.json"
+    dbfile.write_text(json.dumps(db))
+    assert vp.main(["--tau2-dir", str(tmp_path), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["phrasings"]["values"]["resolved"] == 5
+    assert vp.main(["--tau2-dir", str(tmp_path / "nowhere"), "--out", str(out)]) == 2

@@ -69,6 +69,74 @@ def test_a_yes_or_no_option_is_named_by_its_name_said_or_denied(text, expected):
     assert described_variants(SPEAKERS, ["held"], [text]) == expected
 
 
+CLOCKS = {
+    "held": {"options": {"diameter": "14 inches", "color": "black"}, "available": True},
+    "ten_black": {"options": {"diameter": "10 inches", "color": "black"}, "available": True},
+    "ten_white": {"options": {"diameter": "10 inches", "color": "white"}, "available": True},
+}
+
+
+def test_an_option_named_by_its_own_name_is_no_comparative():
+    # "diameter" ends in -er like "bigger": the option's own name compares nothing (before: read as "a larger
+    # diameter", so the 10-inch clock went against it and nothing was described)
+    assert described_variants(CLOCKS, ["held"], ["I want the diameter to be 10 inches, in black"]) == ["ten_black"]
+    assert described_variants(CLOCKS, ["held"], ["a 10-inch one in white"]) == ["ten_white"]
+    # a comparative of a quality still is one: "brighter" is about brightness
+    lamps = {"held": {"options": {"brightness": "medium"}, "available": True},
+             "low": {"options": {"brightness": "low"}, "available": True},
+             "high": {"options": {"brightness": "high"}, "available": True}}
+    assert described_variants(lamps, ["held"], ["a brighter one"]) == ["high"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("the 20,000 mAh one", ["c20"]),  # a thousands separator
+    ("the 20000mAh one", ["c20"]),
+    ("the 10,000 mAh one", []),  # what it has: no change
+])
+def test_a_measure_is_read_with_its_thousands_separator(text, expected):
+    chargers = {"held": {"options": {"capacity": "10000mAh"}, "available": True},
+                "c20": {"options": {"capacity": "20000mAh"}, "available": True},
+                "c5": {"options": {"capacity": "5000mAh"}, "available": True}}
+    assert described_variants(chargers, ["held"], [text]) == expected
+
+
+def test_pieces_and_degrees_are_units():
+    sets = {"held": {"options": {"piece count": "2-piece"}, "available": True},
+            "four": {"options": {"piece count": "4-piece"}, "available": True}}
+    assert described_variants(sets, ["held"], ["the 4 piece set"]) == ["four"]
+    cams = {"held": {"options": {"field of view": "110 degrees"}, "available": True},
+            "wide": {"options": {"field of view": "130 degrees"}, "available": True}}
+    assert described_variants(cams, ["held"], ["the 130° one"]) == ["wide"]
+
+
+JACKETS = {
+    "held": {"options": {"size": "M", "color": "blue"}, "available": True},
+    "shirt_s": {"options": {"size": "S", "color": "blue"}, "available": True},
+    "shirt_l": {"options": {"size": "L", "color": "blue"}, "available": True},
+    "shirt_xl": {"options": {"size": "XL", "color": "blue"}, "available": True},
+    "shirt_xs": {"options": {"size": "XS", "color": "blue"}, "available": True},
+}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a small one", ["shirt_s"]),
+    ("in large please", ["shirt_l"]),
+    ("the extra large one", ["shirt_xl"]),  # "large" inside "extra large" is not L
+    ("an x-large", ["shirt_xl"]),
+    ("extra small", ["shirt_xs"]),
+    ("the same in medium", []),  # what it has
+])
+def test_a_letter_size_is_said_in_words(text, expected):
+    assert described_variants(JACKETS, ["held"], [text]) == expected
+
+
+def test_a_size_word_that_is_another_options_value_names_that_value_only():
+    helmets = {"held": {"options": {"size": "S", "ventilation": "low"}, "available": True},
+               "m_low": {"options": {"size": "M", "ventilation": "low"}, "available": True},
+               "s_medium": {"options": {"size": "S", "ventilation": "medium"}, "available": True}}
+    assert described_variants(helmets, ["held"], ["medium ventilation please"]) == ["s_medium"]
+
+
 def test_a_value_said_once_counts_once_though_two_options_have_it():
     shades = {"held": {"options": {"frame": "black", "lens": "green", "material": "metal"}, "available": True},
               "brown_green": {"options": {"frame": "brown", "lens": "green", "material": "plastic"},

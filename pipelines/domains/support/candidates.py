@@ -544,10 +544,20 @@ def comparatives(texts: Iterable[str]) -> list[tuple[tuple[str, ...], int]]:
     out = [(opts, d) for rx, opts, d in COMPARATIVES if rx.search(joined)]
     for m in _MORE_LESS.finditer(joined):
         out.append(((f"~{m.group(2).lower()[:5]}",), 1 if m.group(1).lower() in _UP else -1))
-    for m in _ER.finditer(joined):
+    for m in _ER.finditer(joined):  # the word kept: an option's own name ("diameter", "filter") is no comparative
         if len(m.group(1)) >= 4:
-            out.append(((f"~{m.group(1).lower()[:5]}",), 1))
+            out.append(((f"~{m.group(1).lower()[:5]}={m.group(0).lower()}",), 1))
     return out
+
+
+def _about(option: str, name: str) -> bool:
+    """Whether a comparative's option ``name`` ("size", "~brigh", "~diame=diameter") is about ``option`` (a product's
+    option name, normalised): the name itself or its last word; a stem starts it — unless the word that gave the
+    stem is the option's own name ("the diameter to be 10 inches" compares nothing)."""
+    if not name.startswith("~"):
+        return option == name or option.endswith(" " + name)
+    stem, _, word = name[1:].partition("=")
+    return option.startswith(stem) and not (word and word in option.split())
 
 
 def said_in_number(value: str, texts: Iterable[str]) -> bool:
@@ -621,8 +631,7 @@ def _steps(held: Mapping[str, Any], variant: Mapping[str, Any],
     v_opts = {normalize_value(k): x for k, x in (variant.get("options") or {}).items()}
     out: list[tuple[float | None, int]] = []
     for names, d in comps:
-        key = next((k for n in names for k in h_opts if k in v_opts and (
-            k == n or k.endswith(" " + n) or (n.startswith("~") and k.startswith(n[1:])))), None)
+        key = next((k for n in names for k in h_opts if k in v_opts and _about(k, n)), None)
         out.append((rank_step(h_opts[key], v_opts[key]) if key else None, d))
     return out
 
@@ -683,14 +692,39 @@ _UNIT_OF: dict[str, str] = {
     **dict.fromkeys(("gb", "gigabyte", "gigabytes"), "gb"), **dict.fromkeys(("tb", "terabyte", "terabytes"), "tb"),
     **dict.fromkeys(("mm", "millimeter", "millimeters"), "mm"), **dict.fromkeys(("mp", "megapixel", "megapixels"), "mp"),
     **dict.fromkeys(("mah",), "mah"), **dict.fromkeys(("w", "watt", "watts"), "w"), **dict.fromkeys(("bar",), "bar"),
-    **dict.fromkeys(("x", "times"), "x"), **dict.fromkeys(("degrees", "degree"), "deg"),
+    **dict.fromkeys(("x", "times"), "x"), **dict.fromkeys(("degrees", "degree", "°"), "deg"),
+    **dict.fromkeys(("piece", "pieces", "pc", "pcs"), "piece"),
 }
-_MEASURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*-?\s*(" + "|".join(sorted(_UNIT_OF, key=len, reverse=True))
-                      + r")(?![a-z])", re.I)
+_MEASURE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*-?\s*(" + "|".join(
+    sorted(_UNIT_OF, key=len, reverse=True)) + r")(?![a-z])", re.I)
 
 
 def _measures(text: str) -> set[tuple[float, str]]:
-    return {(float(n), _UNIT_OF[u.lower()]) for n, u in _MEASURE.findall(text)}
+    """The measures a text gives, each as (number, unit): "20,000 mAh" and "20000mAh" are one."""
+    return {(float(n.replace(",", "")), _UNIT_OF[u.lower()]) for n, u in _MEASURE.findall(text)}
+
+
+#: Letter sizes as people say them ("a large", "the extra small one"): a word for a size never names a bigger one
+#: it is part of ("large" is not "extra large").
+_SIZE_WORDS: dict[str, str] = {
+    "xs": r"(?:extra|x)[\s-]?small", "s": r"(?<!extra )(?<!x-)(?<!x )small", "m": r"medium",
+    "l": r"(?<!extra )(?<!x-)(?<!x )(?<!xx-)large", "xl": r"(?<!extra )(?:extra|x)[\s-]?large",
+    "xxl": r"(?:extra[\s-]extra|xx)[\s-]?large|2xl|double[\s-]xl",
+}
+
+
+_SIZE_PLAIN = {"xs": "extra small", "s": "small", "m": "medium", "l": "large", "xl": "extra large"}
+
+
+def says_letter_size(option: str, value: str, texts: Iterable[str], taken: Iterable[str] = ()) -> bool:
+    """Whether the user says a letter size of a size option in words ("small" for S, "extra large" for XL) — not
+    where the word is a value of another of the product's options (``taken``: a helmet's "medium" ventilation)."""
+    words = _SIZE_WORDS.get(normalize_value(value))
+    if words is None or not normalize_value(option).endswith("size") or _SIZE_PLAIN.get(
+            normalize_value(value)) in set(taken):
+        return False
+    rx = re.compile(rf"\b(?:{words})\b")
+    return any(rx.search(normalize_value(t)) for t in texts)
 
 
 def names_measure(value: str, texts: Iterable[str]) -> bool:
@@ -802,6 +836,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
     no_wish = kept_values | theirs
     comps, price = (comparatives(texts), price_wanted(texts)) if len(held) == 1 else ([], None)
     heads = _value_heads(variants)
+    taken = {normalize_value(x) for w in variants.values() if isinstance(w, Mapping)
+             for x in (w.get("options") or {}).values()}  # the product's own values: a word that is one names it
     step_of_one = any(_ONE_STEP.search(t) for t in texts)  # a comparative of one step: the nearest option only
     said = [_DELTA.sub(r" \2 \3", t) for t in texts]  # "1000 more pieces" names no 1000: an amount, not a value
     h_opts = {normalize_value(k): normalize_value(x) for k, x in (variants[held[0]].get("options") or {}).items()
@@ -816,6 +852,8 @@ def described_variants(variants: Mapping[str, Mapping[str, Any]], current: Itera
         values = [str(x) for x in (v.get("options") or {}).values()]
         named = [x for x in values if appears_in(x, said) or names_measure(x, said) or said_in_number(x, said) or (
             heads.get(normalize_value(x)) and appears_in(heads[normalize_value(x)], said))]
+        named += [str(x) for k, x in (v.get("options") or {}).items()
+                  if str(x) not in named and says_letter_size(str(k), str(x), said, taken)]
         named += [str(x) for k, x in (v.get("options") or {}).items()
                   if normalize_value(x) in _NONE_VALUES and str(x) not in named and _says_none_of(str(k), texts)]
         named += [str(x) for k, x in (v.get("options") or {}).items()
