@@ -475,9 +475,10 @@ class AirlinePack(PackBase):
         return out
 
     def choices(self, about: str, facts: TurnFacts) -> list[str]:
-        if about in ("choose", "reservation"):
+        if about in ("choose", "reservation"):  # those the request could change, when some can (all, else)
             mine = [r for r in facts.candidates.of("reservation_id")
                     if facts.candidates.source_of("reservation_id", r) == "record"]
+            mine = self.pick_records(str(facts.intent or ""), mine, facts) or mine
             return self.describe_records(mine, facts) if len(mine) > 1 else []
         return []
 

@@ -194,3 +194,17 @@ def test_a_change_of_flights_keeps_the_cabin_held_unless_the_user_names_another(
     facts = _facts(pack, "I want to fly a day later.")  # no reservation in question: the cabins she holds
     pack.restore(facts)
     assert sorted(facts.candidates.of("flight_cabin")) == ["basic_economy", "business", "economy"]
+
+
+@needs_data
+def test_which_reservation_is_asked_among_those_the_request_could_change():
+    pack = _pack()
+    facts = _facts(pack, "I need to cancel my trips")
+    pack.restore(facts)
+    facts.intent = "cancel"
+    listed = pack.choices("choose", facts)
+    # the three a cancellation could reach, each in words, and none of the four it could not
+    assert len(listed) == 3 and all(any(r in x for x in listed) for r in ("8C8K4E", "LU15PA", "MSJ4OA"))
+    assert not any(r in x for x in listed for r in ("UDMOP1", "XAZ3C0", "I6M8JQ", "4XGCCM"))
+    facts.intent = None  # no request read: every reservation
+    assert len(pack.choices("choose", facts)) == len(ALL)
