@@ -40,10 +40,12 @@ ARG_KINDS: dict[str, dict[str, str]] = {
     "calculate": {"expression": "expression"},
     "cancel_reservation": {"reservation_id": "reservation_id", "reason": "cancel_reason"},
     # a change of flights keeps the reservation's cabin unless the user names another (pack._narrow)
+    # a change is paid by a gift card or a credit card, never a certificate (pack._narrow: ``change_payment``)
     "update_reservation_flights": {"reservation_id": "reservation_id", "cabin": "flight_cabin", **_FLIGHTS,
-                                   "payment_id": "payment_id"},
-    "update_reservation_baggages": {"reservation_id": "reservation_id", "total_baggages": "bag_count",
-                                    "nonfree_baggages": "bag_count", "payment_id": "payment_id"},
+                                   "payment_id": "change_payment"},
+    # bags are added, never removed: the new total is above the one held (pack._narrow)
+    "update_reservation_baggages": {"reservation_id": "reservation_id", "total_baggages": "bag_total",
+                                    "nonfree_baggages": "bag_fee_count", "payment_id": "change_payment"},
     "update_reservation_passengers": {"reservation_id": "reservation_id", **_PASSENGERS},
     "book_reservation": {"user_id": "user_id", "origin": "airport", "destination": "airport",
                          "flight_type": "flight_type", "cabin": "cabin", **_FLIGHTS, **_PASSENGERS,

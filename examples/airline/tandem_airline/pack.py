@@ -35,7 +35,7 @@ from pipelines.domain import (
 from . import candidates as cand
 from . import labels as lab
 from .data import default_data_dir, load_world, load_world_clock_for
-from .eligibility import CANCEL_REASONS, REASONS, cancel_refusal
+from .eligibility import CANCEL_REASONS, REASONS, bags_needing_fee, cancel_refusal
 from .samples import sample_writes
 from .tools import LOOKUP_TOOLS, TOOL_SPECS, TRANSFER_TOOL, WRITE_TOOLS
 from .world import AirlineWorld
@@ -82,6 +82,9 @@ AIRLINE_TEXTS = DomainTexts(
         "last_name": "What are the passengers' first and last names and dates of birth?",
         "dob": "What is each passenger's date of birth?",
         "bag_count": "How many checked bags in total?",
+        "bag_total": "How many checked bags in total?",
+        "bag_fee_count": "How many checked bags in total?",
+        "change_payment": "Which gift card or credit card on file should pay for the change?",
         "amount": "What amount is it?",
         "certificate_amount": "Which reservation is it about, and was its flight cancelled or delayed?",
         "expression": "What should I work out?",
@@ -167,6 +170,7 @@ class AirlineState(BaseModel):
     queue: list[str] = Field(default_factory=list)  # the request's other reservations, each after the one before
     named: list[str] = Field(default_factory=list)  # the several reservations a text named last (said again: no restart)
     pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
+    membership: str | None = None  # the user's, as read (their bag allowance)
 
 
 def _named_reservation(facts: TurnFacts, extract: Any) -> str | None:
@@ -232,9 +236,69 @@ def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
         facts.candidates.keep("reservation_id", [rid])
     for amount in policy_amounts(facts, state, extract):
         facts.candidates.add("certificate_amount", amount, "record")
-    facts.candidates.keep("flight_cabin", [])  # decided anew from what is known now
+    facts.candidates.keep("change_payment", [])  # decided anew from what is known now, as the bags and cabin
+    for pid in facts.candidates.of("payment_id"):  # the policy: a change is never paid with a certificate
+        if not pid.startswith("certificate_"):
+            facts.candidates.add("change_payment", pid, facts.candidates.source_of("payment_id", pid) or "record")
+    facts.candidates.keep("bag_total", [])
+    for count, source in added_bag_totals(facts, state, rid):
+        facts.candidates.add("bag_total", count, source)
+    facts.candidates.keep("bag_fee_count", [])
+    for count in fee_counts(facts, state, rid):
+        facts.candidates.add("bag_fee_count", count, "record")
+    facts.candidates.keep("flight_cabin", [])
     for cabin, source in kept_cabins(facts, state, rid):
         facts.candidates.add("flight_cabin", cabin, source)
+
+
+#: "add 2 bags", "adding one more checked bag", "two extra bags": a count added to those held, not a total
+_ADD_BAGS = re.compile(r"\b(?:add(?:ing)?\s+(\d+|an?|one|two|three|four|five)\s+(?:more\s+|extra\s+|additional\s+)?|"
+                       r"(\d+|an?|one|two|three|four|five)\s+(?:more|extra|additional)\s+)"
+                       r"(?:checked\s+)?(?:bags?|luggage|suitcases?)\b", re.I)
+_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def added_bag_totals(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[tuple[str, str]]:
+    """The new bag total of a bags change, the user's to say: the total held plus a count they say to add ("add 2
+    bags": 3 when one is held), then a count they say that is above the total the reservation in question holds
+    (the policy: bags are added, never removed; a total it holds already changes nothing; every count said while
+    no reservation is in question or its total is not read). A count on record is no new total."""
+    held = str((state.reservations.get(rid or "") or {}).get("bags") or "")
+    out: list[tuple[str, str]] = []
+    deltas: set[str] = set()  # counts said as how many to add: no total
+    if held.isdigit():
+        for text in reversed([*facts.user_texts, facts.user_text]):
+            adds = [int(n) if n.isdigit() else _COUNT_WORDS[n.lower()]
+                    for n in (a or b for a, b in _ADD_BAGS.findall(text))]
+            if adds:  # the newest text that says how many to add
+                out += [(str(int(held) + n), "user") for n in adds if n > 0]
+                deltas = {str(n) for n in adds}
+                break
+    for count in facts.candidates.of("bag_count"):
+        if any(c == count for c, _ in out) or count in deltas:
+            continue
+        if facts.candidates.source_of("bag_count", count) != "user":
+            continue  # a count on record is what some reservation holds, never a new total the user chose
+        if held.isdigit() and count.isdigit() and int(count) <= int(held):
+            continue
+        out.append((count, "user"))
+    return out
+
+
+def fee_counts(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[str]:
+    """The paid bags of each new bag total: the policy's — every bag beyond the allowance of the user's membership
+    and the reservation's cabin for its passengers, never fewer than it pays for now; while the membership or the
+    reservation is not read, the counts said or read."""
+    info = state.reservations.get(rid or "") or {}
+    pax, paid = str(info.get("passengers") or ""), str(info.get("paid_bags") or "")
+    if not (state.membership and info.get("cabin") and pax.isdigit() and paid.isdigit()):
+        return facts.candidates.of("bag_count")
+    try:
+        return list(dict.fromkeys(str(max(int(paid), bags_needing_fee(state.membership, str(info["cabin"]), int(pax),
+                                                                     int(t))))
+                                  for t in facts.candidates.of("bag_total") if t.isdigit()))
+    except KeyError:  # a membership or cabin the policy's table does not know: the counts said or read
+        return facts.candidates.of("bag_count")
 
 
 def kept_cabins(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[tuple[str, str]]:
@@ -342,6 +406,8 @@ class AirlinePack(PackBase):
         if ok and result:
             if tool in LOOKUP_TOOLS and state.user_id is None and result.get("user_id"):
                 state.user_id = str(result["user_id"])
+            if tool == "get_user_details" and result.get("user_id") == state.user_id and result.get("membership"):
+                state.membership = str(result["membership"])
             found = cand.record_candidates(tool, result, state.user_id)
             if tool == "get_reservation_details" and result.get("user_id") == state.user_id:
                 rid = str(result.get("reservation_id"))
@@ -352,7 +418,9 @@ class AirlinePack(PackBase):
                     "date": str(flights[0].get("date", "")) if flights else "",
                     "insurance": str(result.get("insurance") or "no"),
                     "created_at": str(result.get("created_at") or ""),
-                    "passengers": str(len(result.get("passengers") or []))}
+                    "passengers": str(len(result.get("passengers") or [])),
+                    "bags": str(result.get("total_baggages", "")),
+                    "paid_bags": str(result.get("nonfree_baggages", ""))}
             rid = str(result.get("reservation_id") or "")
             if tool in WRITE_TOOLS and rid in state.reservations and result.get("status"):
                 state.reservations[rid] = {**state.reservations[rid], "status": str(result["status"])}

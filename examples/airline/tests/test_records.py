@@ -208,3 +208,53 @@ def test_which_reservation_is_asked_among_those_the_request_could_change():
     assert not any(r in x for x in listed for r in ("UDMOP1", "XAZ3C0", "I6M8JQ", "4XGCCM"))
     facts.intent = None  # no request read: every reservation
     assert len(pack.choices("choose", facts)) == len(ALL)
+
+
+@needs_data
+@pytest.mark.parametrize(("text", "totals", "paid"), [
+    # MSJ4OA: economy, 3 passengers, 3 bags held, none paid; Amelia is silver: 2 free a passenger, 6 in all
+    ("Please add 2 bags to MSJ4OA.", ["5"], ["0"]),  # 3 held + 2; within the allowance
+    ("Please add two more checked bags to MSJ4OA.", ["5"], ["0"]),
+    ("I need 4 extra bags on MSJ4OA.", ["7"], ["1"]),  # "extra": added, without "add"
+    ("I need 4 bags on MSJ4OA.", ["4"], ["0"]),  # a total: one more than held, within the allowance
+    ("MSJ4OA should have 7 bags in total.", ["7"], ["1"]),  # one beyond the allowance is paid
+    ("MSJ4OA should have 3 bags in total.", [], []),  # the total it holds: no change, no card
+    # LU15PA: business, 2 passengers, 4 held: 3 free a passenger
+    ("Add 3 bags to LU15PA.", ["7"], ["1"]),
+    # UDMOP1: basic economy, 1 passenger, none held: 1 free
+    ("Add two bags to UDMOP1, please.", ["2"], ["1"]),
+])
+def test_a_bags_change_adds_to_the_bags_held_and_pays_for_those_beyond_the_allowance(text, totals, paid):
+    pack = _pack()
+    facts = _facts(pack, text)
+    pack.restore(facts)
+    assert facts.candidates.of("bag_total") == totals
+    assert facts.candidates.of("bag_fee_count") == paid
+
+
+@needs_data
+def test_a_change_is_never_paid_with_a_certificate():
+    pack = _pack()
+    facts = _facts(pack, "Add 2 bags to MSJ4OA.")
+    facts.candidates.add("payment_id", "certificate_1111111", "record")
+    pack.restore(facts)
+    assert "certificate_1111111" in facts.candidates.of("payment_id")  # a booking may still use it
+    assert "certificate_1111111" not in facts.candidates.of("change_payment")
+    assert "credit_card_4074252" in facts.candidates.of("change_payment")
+
+
+def test_paid_bags_are_never_fewer_than_those_paid_for_now():
+    from tandem_airline.pack import AirlineState, fee_counts
+
+    state = AirlineState(membership="regular", reservations={"R1": {
+        "cabin": "economy", "passengers": "1", "bags": "3", "paid_bags": "2"}})
+    facts = TurnFacts(session_id="s", user_text="x", user_texts=["x"])
+    for total in ("4", "5"):
+        facts.candidates.add("bag_total", total, "user")
+    # regular economy: 1 free bag a passenger; 4 in all → 3 beyond it; 5 → 4
+    assert fee_counts(facts, state, "R1") == ["3", "4"]
+    state.reservations["R1"]["paid_bags"] = "4"  # paid for more than the allowance asks: never fewer
+    assert fee_counts(facts, state, "R1") == ["4"]
+    state.membership = None  # not read: the counts said or read
+    facts.candidates.add("bag_count", "2", "user")
+    assert fee_counts(facts, state, "R1") == ["2"]
