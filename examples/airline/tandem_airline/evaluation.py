@@ -1,5 +1,5 @@
 """What the airline pack gives ``tandem eval``: the instructed scripted user of whole tau2-airline tasks, the oracle
-labels of a request, and what a card's read-back must name.
+labels of a request, what a card's read-back must name, and the rule a card must meet to count as requested.
 
 The user is the core's :class:`pipelines.core.tau2_user.InstructedUser` (the same rules as every pack's: it says only
 what its instructions say) with the airline's words: reservations, flights, passengers, bags, payments.
@@ -16,7 +16,7 @@ from pipelines.domain import InstructedUser, InstructedVocabulary, PackEvaluatio
 from .candidates import _MONTHS as _MONTHS_OF_YEAR
 from .labels import CARD_INTENTS
 
-__all__ = ["AirlineEvaluation", "WRITE_TOOLS", "instructed_vocabulary"]
+__all__ = ["AirlineEvaluation", "CARD_RULES", "WRITE_TOOLS", "instructed_vocabulary"]
 
 WRITE_TOOLS = frozenset({"cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
                          "update_reservation_passengers", "book_reservation", "send_certificate"})
@@ -60,12 +60,38 @@ def instructed_vocabulary() -> InstructedVocabulary:
         identity_order=("user_id", "email", "name_zip"))
 
 
+_MOVE = r"(?:chang\w*|mov\w*|switch\w*|reschedul\w*|rebook\w*|modif\w*|updat\w*|push\w*|upgrad\w*|downgrad\w*)"
+#: The judge of a requested card (``tandem eval``'s "unrequested cards"), written apart from the pack's cues
+#: (:mod:`.labels`): card id → (family, a rule one of the user's texts of the open request must match).
+CARD_RULES: dict[str, tuple[str, re.Pattern[str]]] = {
+    "card.cancel_reservation": ("cancel", re.compile(
+        r"\b(cancel\w*|call\w* off|(?:don'?t|do not|no longer) (?:need|want) (?:the|my|this|that) "
+        r"(?:flight|trip|reservation|booking))\b", re.I)),
+    "card.change_flights": ("change_flights", re.compile(
+        rf"\b{_MOVE}\b.{{0,60}}\b(flights?|dates?|day|cabin|class|business|economy|trip|reservation)\b|"
+        r"\b(?:earlier|later|different|another|cheaper) (?:flight|date|day)\b|\b(?:upgrad|downgrad)\w*\b", re.I)),
+    "card.add_bags": ("bags", re.compile(
+        r"\b(add\w*|more|extra|additional|check\w*(?: in)?|bring\w*)\b.{0,40}\b(bags?|baggages?|luggage|suitcases?)\b",
+        re.I)),
+    "card.change_passengers": ("passengers", re.compile(
+        rf"\b({_MOVE}|correct\w*|fix\w*|replac\w*|remov\w*|add\w*)\b.{{0,60}}\b(passengers?|travell?ers?|names?|"
+        r"dates? of birth|birthdays?)\b", re.I)),
+    "card.book_reservation": ("book", re.compile(
+        r"\b(book\w*|reserv(?:e|ing)|buy\w*|purchas\w*)\b.{0,60}\b(flights?|tickets?|trips?|seats?)\b|"
+        r"\bnew (?:reservation|booking)\b", re.I)),
+    "card.send_certificate": ("compensation", re.compile(
+        r"\b(compensat\w*|certificates?|vouchers?|make up for|goodwill)\b", re.I)),
+}
+
 _ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _MONTH_NAMES = tuple(m.capitalize() for m in _MONTHS_OF_YEAR)  # the months as the pack's extractor reads them
 
 
 class AirlineEvaluation(PackEvaluation):
     """The airline pack's evaluation hooks (see module docstring)."""
+
+    def card_rules(self) -> Mapping[str, tuple[str, re.Pattern[str]]]:
+        return CARD_RULES
 
     def said_as(self, value: str) -> list[str]:
         """A date as people say it: 2024-05-23 is "May 23", "May 23rd", "23 May" (the pack reads them so, in the
