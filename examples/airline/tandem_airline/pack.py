@@ -236,26 +236,26 @@ def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
         facts.candidates.keep("reservation_id", [rid])
     for amount in policy_amounts(facts, state, extract):
         facts.candidates.add("certificate_amount", amount, "record")
-    facts.candidates.keep("change_payment", [])  # decided anew from what is known now, as the bags and cabin
-    for pid in facts.candidates.of("payment_id"):  # the policy: a change is never paid with a certificate
-        if not pid.startswith("certificate_"):
-            facts.candidates.add("change_payment", pid, facts.candidates.source_of("payment_id", pid) or "record")
-    facts.candidates.keep("bag_total", [])
-    for count, source in added_bag_totals(facts, state, rid):
-        facts.candidates.add("bag_total", count, source)
-    facts.candidates.keep("bag_fee_count", [])
-    for count in fee_counts(facts, state, rid):
-        facts.candidates.add("bag_fee_count", count, "record")
-    facts.candidates.keep("flight_cabin", [])
-    for cabin, source in kept_cabins(facts, state, rid):
-        facts.candidates.add("flight_cabin", cabin, source)
+    # what a change may carry, decided anew from what is known now (the policy's, below)
+    _renew(facts, "change_payment", [(p, facts.candidates.source_of("payment_id", p) or "record")
+                                     for p in facts.candidates.of("payment_id") if not p.startswith("certificate_")])
+    _renew(facts, "bag_total", added_bag_totals(facts, state, rid))
+    _renew(facts, "bag_fee_count", [(c, "record") for c in fee_counts(facts, state, rid)])
+    _renew(facts, "flight_cabin", kept_cabins(facts, state, rid))
+
+
+def _renew(facts: TurnFacts, kind: str, values: Sequence[tuple[str, str]]) -> None:
+    """``kind``'s candidates are ``values`` (each with its source) and nothing else."""
+    facts.candidates.keep(kind, [])
+    for value, source in values:
+        facts.candidates.add(kind, value, source)
 
 
 #: "add 2 bags", "adding one more checked bag", "two extra bags": a count added to those held, not a total
-_ADD_BAGS = re.compile(r"\b(?:add(?:ing)?\s+(\d+|an?|one|two|three|four|five)\s+(?:more\s+|extra\s+|additional\s+)?|"
-                       r"(\d+|an?|one|two|three|four|five)\s+(?:more|extra|additional)\s+)"
-                       r"(?:checked\s+)?(?:bags?|luggage|suitcases?)\b", re.I)
-_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+_COUNT_WORDS = {**cand._WORDS, "a": 1, "an": 1}
+_COUNT = r"(\d+|" + "|".join(_COUNT_WORDS) + ")"
+_ADD_BAGS = re.compile(rf"\b(?:add(?:ing)?\s+{_COUNT}\s+(?:more\s+|extra\s+|additional\s+)?|"
+                       rf"{_COUNT}\s+(?:more|extra|additional)\s+)(?:checked\s+)?(?:bags?|luggage|suitcases?)\b", re.I)
 
 
 def added_bag_totals(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[tuple[str, str]]:

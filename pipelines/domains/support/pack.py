@@ -558,12 +558,13 @@ def _replaced_address(facts: TurnFacts, state: SupportState) -> dict[str, str]:
     address of the order in question for a change of an order; before the turn's request is read, the one the
     card awaiting the user's yes replaces, else the order's when one is in question, else the profile's (empty:
     not read)."""
-    shown = state.pending.tool if state.pending is not None and facts.intent is None else None
-    if shown == "modify_pending_order_address" and state.pending is not None:
-        order: str | None = str(state.pending.args.get("order_id") or "")
-    else:
-        order = _order_in_question(facts, state) if facts.intent != "account" and shown is None else None
-    if facts.intent == "account" or shown == "modify_user_address" or (facts.intent is None and order is None):
+    pending = state.pending if facts.intent is None else None
+    if pending is not None and pending.tool == "modify_pending_order_address":
+        return dict((state.orders.get(str(pending.args.get("order_id") or "")) or {}).get("address") or {})
+    if facts.intent == "account" or (pending is not None and pending.tool == "modify_user_address"):
+        return state.profile_address
+    order = _order_in_question(facts, state)
+    if order is None and facts.intent is None:
         return state.profile_address
     return dict((state.orders.get(order or "") or {}).get("address") or {})
 
@@ -1181,8 +1182,7 @@ class SupportPack(PackBase):
             out["payment_method_id"] = f"{lead} {words}"
         fields = [k for k in ("address1", "address2", "city", "state", "zip", "country") if k in args]
         if fields:
-            line = ", ".join(str(args[k]) for k in fields if args.get(k))
-            out[",".join(fields)] = f"the address {line}"
+            out[",".join(fields)] = f"the address {_address_words(args)}"
         return out
 
     def readback_reads(self, tool: str, args: Mapping[str, Any], facts: TurnFacts) -> list[tuple[str, dict[str, Any]]]:
