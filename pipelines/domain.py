@@ -57,7 +57,7 @@ from pipelines.errors import (
     ToolError,
     UnconfirmedWrite,
 )
-from pipelines.grounding import CandidateSet, ungrounded
+from pipelines.grounding import MAX_ENUM, CandidateSet, ungrounded
 from pipelines.tools import ToolContext, ToolObservation, ToolRegistry, ToolSpec
 
 __all__ = [
@@ -71,8 +71,8 @@ __all__ = [
     "ToolSpec", "ToolRegistry", "ToolContext", "ToolObservation", "CallOutcome", "refuse", "fail", "reason_of",
     "reason_from", "NOT_CONFIRMED", "IneligibleAction", "ToolError", "InvalidInput", "ConfigError", "TandemError",
     "UnconfirmedWrite",
-    # grounding
-    "CandidateSet", "ungrounded",
+    # grounding (MAX_ENUM: how many candidates a decoding enum keeps, the newest)
+    "CandidateSet", "ungrounded", "MAX_ENUM",
     # the tool port
     "LocalToolRunner", "ToolBackend", "ToolOutcome", "ToolSession", "ToolCallResult", "WriteLedger",
     "MemoryLedger", "LedgerEntry",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.core.domain import Domain, TurnFacts
-from pipelines.grounding import constrain_args
+from pipelines.grounding import constrain_args, split_path
 from pipelines.schema_bounds import bound_schema
 
 __all__ = ["REASON_CODES", "TERMINALS", "MAX_QUESTION_CHARS", "clean_schema", "Offer", "build_offer", "transfer_args",
@@ -149,7 +149,8 @@ def build_offer(domain: Domain, facts: TurnFacts, *, intent: str, sub_intent: st
         full = clean_schema(reg.get(card.tool).args_schema())
         props = {p: full["properties"][p] for p in card.required_params}
         base = {"type": "object", "properties": props, "required": list(card.required_params)}
-        kinds = {p: k for p, k in domain.arg_kinds(card.tool).items() if p in props}
+        # a field of a list of objects ("flights[].flight_number") is grounded as its own enum, as a plain argument is
+        kinds = {p: k for p, k in domain.arg_kinds(card.tool).items() if split_path(p)[0] in props}
         schema = constrain_args(base, kinds, cands, optional_empty=domain.optional_empty(card.tool))
         if schema is None:
             missing += [k for p, k in kinds.items() if p not in domain.optional_empty(card.tool) and not cands.has(k)]

@@ -361,3 +361,23 @@ def test_a_product_two_orders_hold_is_told_apart_by_the_options_its_items_do_not
     assert _told_apart("Kettle", "#W1", kinds) == "Kettle (1L)"  # its 2L one is like the other order's
     assert _told_apart("Kettle", "#W2", kinds) == "Kettle"
     assert _told_apart("Laptop", "#W3", kinds) == "Laptop"  # an order not among them
+
+
+def test_a_field_of_a_list_of_objects_is_offered_as_an_enum_of_its_kind() -> None:
+    """The decision schema grounds ``flights[].flight_number`` as a plain argument is grounded: an enum of its
+    kind's candidates; none → the card is not offered, and its kind is what the clarify asks."""
+    from pipelines.core.decisions import build_offer
+    from pipelines.domain import TurnFacts
+
+    pack = load_domain("airline")
+    facts = TurnFacts(session_id="s", user_text="move it", user_texts=["move it"], user_id=None,
+                      state={"user_id": "olivia_moore_2080"})
+    facts.candidates.add_all({"reservation_id": ["SF5VA1"], "flight_cabin": ["economy"], "date": ["2024-05-29"],
+                              "change_payment": ["gift_card_7002574"]}, "record")
+    offer = build_offer(pack, facts, intent="change", sub_intent="flights")
+    assert offer.cards == {} and offer.clarify == ["new_flight"]
+    facts.candidates.add_all({"new_flight": ["HAT158", "HAT080"]}, "record")
+    offer = build_offer(pack, facts, intent="change", sub_intent="flights")
+    item = offer.cards["card.change_flights"][1]["properties"]["flights"]["items"]
+    assert item["properties"]["flight_number"] == {"enum": ["HAT158", "HAT080"]}
+    assert item["properties"]["date"] == {"enum": ["2024-05-29"]}

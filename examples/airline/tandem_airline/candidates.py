@@ -41,7 +41,9 @@ ARG_KINDS: dict[str, dict[str, str]] = {
     "cancel_reservation": {"reservation_id": "reservation_id", "reason": "cancel_reason"},
     # a change of flights keeps the reservation's cabin unless the user names another (pack._narrow)
     # a change is paid by a gift card or a credit card, never a certificate (pack._narrow: ``change_payment``)
-    "update_reservation_flights": {"reservation_id": "reservation_id", "cabin": "flight_cabin", **_FLIGHTS,
+    # the new flights: those typed, those a search found that fit the request, those held (pack.new_flights)
+    "update_reservation_flights": {"reservation_id": "reservation_id", "cabin": "flight_cabin",
+                                   "flights[].flight_number": "new_flight", "flights[].date": "date",
                                    "payment_id": "change_payment"},
     # bags are added, never removed: the new total is above the one held (pack._narrow)
     "update_reservation_baggages": {"reservation_id": "reservation_id", "total_baggages": "bag_total",

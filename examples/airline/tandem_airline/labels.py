@@ -53,6 +53,8 @@ INTENT_CUES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(book|reserve)\b", re.I), "book"),
     (re.compile(r"\b(bag|bags|baggage|luggage|cabin|upgrade|downgrade|passenger|passengers|change|modify)\b",
                 re.I), "change"),
+    # how people ask a trip moved: "move my flight", "reschedule", "rebook me", "switch to", "postpone", "… instead"
+    (re.compile(r"\b(mov(?:e|ing)|reschedul\w*|rebook\w*|switch\w*|postpon\w*|instead)\b", re.I), "change"),
     (re.compile(r"\b(compensat\w*|certificate|voucher)\b", re.I), "compensation"),
     (re.compile(r"\b(human|person|agent|representative)\b", re.I), "human"),
 )
@@ -62,7 +64,8 @@ SUB_CUES: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
         (re.compile(r"\b(bag|bags|baggage|luggage)\b", re.I), "bags"),
         (re.compile(r"\b(passenger|passengers|name)\b", re.I), "passengers"),
         (re.compile(r"\b(cabin|upgrade|downgrade|business|economy)\b", re.I), "cabin"),
-        (re.compile(r"\b(flight|flights|date|dates|earlier|later)\b", re.I), "flights"),
+        (re.compile(r"\b(flight|flights|date|dates|day|earlier|later|mov(?:e|ing)|reschedul\w*|rebook\w*|"
+                    r"postpon\w*)\b", re.I), "flights"),
     ),
 }
 

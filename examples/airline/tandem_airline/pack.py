@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.domain import (
+    MAX_ENUM,
     CandidateSet,
     Card,
     Clock,
@@ -33,6 +34,7 @@ from pipelines.domain import (
 )
 
 from . import candidates as cand
+from . import flights as fl
 from . import labels as lab
 from .data import default_data_dir, load_world, load_world_clock_for
 from .eligibility import CANCEL_REASONS, REASONS, bags_needing_fee, cancel_refusal
@@ -71,6 +73,8 @@ AIRLINE_TEXTS = DomainTexts(
         "airport": "Which airports are you flying from and to?",
         "date": "On which date?",
         "flight_number": "Which flight do you mean?",
+        "new_flight": "Which flight would you like instead, and on which date?",
+        "flight_choices": "Which flight would you like: {options}?",
         "cabin": "Which cabin: basic economy, economy or business?",
         "flight_cabin": "Which cabin: basic economy, economy or business?",
         "flight_type": "Is it one way or a round trip?",
@@ -171,6 +175,10 @@ class AirlineState(BaseModel):
     named: list[str] = Field(default_factory=list)  # the several reservations a text named last (said again: no restart)
     pending: PendingCard | None = None  # the card on offer (the turn keeps it here, awaiting the yes)
     membership: str | None = None  # the user's, as read (their bag allowance)
+    #: the flights searches returned, by "number@date": route, times, and per cabin its price and seats left
+    flights: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: the itineraries searches returned, each its flights' keys in order (a direct flight: one; one stop: two)
+    trips: list[list[str]] = Field(default_factory=list)
 
 
 def _named_reservation(facts: TurnFacts, extract: Any) -> str | None:
@@ -209,7 +217,9 @@ def _in_question(facts: TurnFacts, state: AirlineState, extract: Any) -> str | N
 #: what the user complains of, as the policy's compensation rules name it (a flight cancelled: $100 a passenger;
 #: delayed: $50 a passenger)
 _CANCELLED_FLIGHT = re.compile(r"\bflights?\b[^.?!]*\bcancel+ed\b|\bcancel+ed\b[^.?!]*\bflights?\b", re.I)
-_DELAYED_FLIGHT = re.compile(r"\bdelay(?:ed|s)?\b", re.I)
+_DELAYED_FLIGHT = re.compile(r"\bdelay(?:ed|s)?\b|\b(?:hours?|minutes?)\s+late\b|\blate\s+(?:flight|departure|arrival)\b|"
+                             r"\b(?:flights?|plane|departure|arrival)\b[^.?!]{0,40}\b(?:late|behind\s+schedule)\b",
+                             re.I)  # "delayed", "a delay", "three hours late", "the plane left late"
 COMPENSATION_PER_PASSENGER = (("cancelled", 100), ("delayed", 50))
 
 
@@ -242,6 +252,7 @@ def _narrow(facts: TurnFacts, state: AirlineState, extract: Any) -> None:
     _renew(facts, "bag_total", added_bag_totals(facts, state, rid))
     _renew(facts, "bag_fee_count", [(c, "record") for c in fee_counts(facts, state, rid)])
     _renew(facts, "flight_cabin", kept_cabins(facts, state, rid))
+    _renew(facts, "new_flight", new_flights(facts, state, rid))
 
 
 def _renew(facts: TurnFacts, kind: str, values: Sequence[tuple[str, str]]) -> None:
@@ -309,6 +320,55 @@ def kept_cabins(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[
         return [(c, "user") for c in said]
     held = [rid] if rid in state.reservations else list(state.reservations)
     return [(c, "record") for c in dict.fromkeys(str(state.reservations[r].get("cabin") or "") for r in held) if c]
+
+
+class ChangePlan(BaseModel):
+    """A change of flights of the reservation in question (:mod:`.flights`): its directions, the date wanted for
+    each (``None``: kept), the itineraries that fit each, best first, the cabin and whether the user ranked them."""
+
+    dirs: list[tuple[str, str, str, list[str]]]
+    days: list[str | None]
+    options: list[list[list[str]]]
+    cabin: str
+    ranked: bool
+
+
+def change_plan(facts: TurnFacts, state: AirlineState, rid: str | None) -> ChangePlan | None:
+    """The change of flights the user's words ask of the reservation in question, once it is read (else none)."""
+    info = state.reservations.get(rid or "")
+    if not info:  # (whatever the intent: only a change of flights reads it, and perception may come after the reads)
+        return None
+    dirs = fl.directions(info)
+    if not dirs:
+        return None
+    texts = [*facts.user_texts, facts.user_text]
+    said = [d for t in texts for d in cand.extract_user_candidates(t).get("date", [])]
+    days = fl.wanted_dates(dirs, said, texts)
+    cabin = next(iter(kept_cabins(facts, state, rid)), ("", ""))[0] or str(info.get("cabin") or "")
+    seats = int(info.get("passengers") or 1) if str(info.get("passengers") or "").isdigit() else 1
+    rank = fl.ranks(texts)
+    tests = fl.said_filters(texts)
+    options = [fl.fitting_trips(state.flights, state.trips, d, day, cabin, seats, rank, tests) if day else []
+               for d, day in zip(dirs, days, strict=True)]
+    return ChangePlan(dirs=dirs, days=days, options=options, cabin=cabin, ranked=rank is not None)
+
+
+def _typed_flights(facts: TurnFacts) -> list[str]:
+    """The flight numbers the user typed."""
+    return [f for f in facts.candidates.of("flight_number") if facts.candidates.source_of("flight_number", f) == "user"]
+
+
+def new_flights(facts: TurnFacts, state: AirlineState, rid: str | None) -> list[tuple[str, str]]:
+    """The flights a change of flights may carry: those the user typed, then the itineraries that fit what they
+    asked (best first), then the flights the reservation holds (a direction not changed keeps them)."""
+    typed = [(f, "user") for f in _typed_flights(facts)]
+    plan = change_plan(facts, state, rid)
+    if plan is None:
+        return typed + [(f, "record") for f in facts.candidates.of("flight_number") if (f, "user") not in typed]
+    found = list(dict.fromkeys(k.split("@", 1)[0] for opts in plan.options for trip in opts for k in trip))
+    held = [k.split("@", 1)[0] for d in plan.dirs for k in d[3]]
+    room = max(0, MAX_ENUM - len(typed) - len(held))  # a decoding enum keeps its newest values: the best stay
+    return typed + [(f, "record") for f in dict.fromkeys([*found[:room], *held]) if (f, "user") not in typed]
 
 
 class AirlinePack(PackBase):
@@ -420,7 +480,12 @@ class AirlinePack(PackBase):
                     "created_at": str(result.get("created_at") or ""),
                     "passengers": str(len(result.get("passengers") or [])),
                     "bags": str(result.get("total_baggages", "")),
-                    "paid_bags": str(result.get("nonfree_baggages", ""))}
+                    "paid_bags": str(result.get("nonfree_baggages", "")),
+                    "flight_type": str(result.get("flight_type") or "one_way"),
+                    "legs": ";".join(f"{f.get('origin')}>{f.get('destination')}>{f.get('date')}>"
+                                     f"{f.get('flight_number')}" for f in flights)}
+            if tool in ("search_direct_flight", "search_onestop_flight"):
+                fl.keep_trips(state.flights, state.trips, result)
             rid = str(result.get("reservation_id") or "")
             if tool in WRITE_TOOLS and rid in state.reservations and result.get("status"):
                 state.reservations[rid] = {**state.reservations[rid], "status": str(result["status"])}
@@ -430,7 +495,8 @@ class AirlinePack(PackBase):
             state.observed_ids = sorted(set(state.observed_ids) | set(ids))
             state.records.add_all(found, "record")
             facts.candidates.add_all(found, "record")
-            if tool == "get_reservation_details":  # a reservation read: still the one in question; its amounts
+            # a reservation read: still the one in question, its amounts; a search: the flights that fit the change
+            if tool in ("get_reservation_details", "search_direct_flight", "search_onestop_flight"):
                 _narrow(facts, state, self.extract_candidates)
         facts.state = state.model_dump(mode="json")
 
@@ -575,6 +641,37 @@ class AirlinePack(PackBase):
                 out[key] = "paid with " + ", ".join(str(i).replace("_", " ") for i in ids if i)
         return out
 
+    def arrange(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> dict[str, Any]:
+        """A change of flights carries its whole new itinerary as the user's words decide it
+        (:func:`.flights.itinerary`), whatever flights the model put on the card: per direction, the itinerary of a
+        flight number the user typed, else the best of those that fit when their words rank them or only one fits,
+        else the flights it holds when they want no new date for it; each flight on the date it flies, a stop's
+        second leg with its first. Left as proposed while a direction is still open (:meth:`undecided` asks)."""
+        plan = self._flight_change(tool, args, facts)
+        if plan is None:
+            return args
+        whole = fl.itinerary(_typed_flights(facts), plan.dirs, plan.options, plan.ranked)
+        if whole is None:
+            return args
+        return {**args, "flights": [{"flight_number": k.split("@", 1)[0], "date": k.split("@", 1)[1]} for k in whole]}
+
+    def undecided(self, tool: str, args: dict[str, Any], facts: TurnFacts) -> tuple[str, list[str]] | None:
+        """A new date with several flights that fit and nothing the user said to choose among them (a flight number
+        typed, a ranking, a time): which one is asked — the model never picks a flight for the user."""
+        plan = self._flight_change(tool, args, facts)
+        at = None if plan is None else fl.open_direction(_typed_flights(facts), plan.dirs, plan.options, plan.ranked)
+        if plan is None or at is None:
+            return None
+        flights = self.state_of(facts).flights
+        return "flight_choices", [fl.describe_trip(flights, t, plan.cabin) for t in plan.options[at][:5]]
+
+    def _flight_change(self, tool: str, args: Mapping[str, Any], facts: TurnFacts) -> ChangePlan | None:
+        """The change of flights a card of ``tool`` makes, as the user's words ask it (none: another card)."""
+        if tool != "update_reservation_flights" or not isinstance(args.get("flights"), list):
+            return None
+        state = self.state_of(facts)
+        return change_plan(facts, state, _in_question(facts, state, self.extract_candidates))
+
     def entity_names(self, facts: TurnFacts) -> list[str]:
         c = facts.candidates
         return c.of("first_name") + c.of("last_name")
@@ -592,6 +689,11 @@ class AirlinePack(PackBase):
         rid = _in_question(facts, state, self.extract_candidates)
         if rid:
             out["reservation_id"] = rid
+        plan = change_plan(facts, state, rid)
+        if plan is not None:  # a change of flights: the route of each direction to search, on the date wanted
+            for (origin, dest, _held, _legs), day, key in zip(plan.dirs, plan.days, ("out", "back"), strict=False):
+                if day:
+                    out |= {f"{key}_origin": origin, f"{key}_destination": dest, f"{key}_date": day}
         airports = typed.get("airport", [])
         if len(airports) >= 2:
             out["origin"], out["destination"] = airports[0], airports[1]

@@ -242,7 +242,10 @@ def _direct(world: AirlineWorld, day: str, origin: str | None, destination: str 
 
 
 def search_direct_flight(args: SearchArgs, ctx: ToolContext, world: AirlineWorld) -> DirectFlights:
-    return DirectFlights(flights=_direct(world, args.date, args.origin, args.destination))
+    flights = _direct(world, args.date, args.origin, args.destination)
+    for f in flights:  # each on the date searched, as a one-stop trip's legs are: a flight is a number on a date
+        f.date = args.date
+    return DirectFlights(flights=flights)
 
 
 def search_onestop_flight(args: SearchArgs, ctx: ToolContext, world: AirlineWorld) -> OneStopFlights:

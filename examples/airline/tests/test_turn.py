@@ -107,6 +107,9 @@ def _certificate(h, text: str, amount: int):
     ("My flight on DDHPNX was delayed, can I get a certificate?", 200, False),  # not the delayed rate
     ("My flight on DDHPNX was delayed, can I get a certificate?", 150, False),  # not a multiple of the passengers
     ("DDHPNX was a bad trip, can I get a certificate of $100?", 100, False),  # an amount the user names: not the policy's
+    ("The plane for DDHPNX took off late, I'd like compensation", 100, True),  # late: delayed
+    ("We landed two hours late on DDHPNX, I'd like compensation", 100, True),
+    ("I'm running late for DDHPNX, I'd like compensation", 100, False),  # the user late, not the flight
 ])
 def test_a_certificate_is_the_policy_s_amount_for_the_reservation_in_question(text, amount, offered):
     h, tools = _session()
@@ -122,3 +125,74 @@ def test_a_refused_reservation_of_several_passes_the_request_on_to_the_next():
     assert (h.meta["state"]["selected"], h.meta["state"]["queue"]) == ("4WQ150", [])
     r = _cancel(h, "ok, what about the other one", "4WQ150", "change_of_plan")
     assert [c.params["reservation_id"] for c in r.of("action_card")] == ["4WQ150"]
+
+
+def _flights_session():
+    """olivia_moore_2080: SF5VA1, economy, one passenger, PHL → DEN on HAT076 (2024-05-23), back on HAT080
+    (2024-05-30); her gift card can pay a change, her certificate cannot."""
+    pack = AirlinePack()
+    tools = LocalToolRunner(pack, pack.new_world(0))
+    h = harnesses.TandemHarness("airline", tools=tools)
+    h.turn("Hi, my user id is olivia_moore_2080", orch=[doubles.w1("greeting", "hello", "Let me find your profile.")],
+           gen=["Hello, how can I help with your trip?"])
+    return h, tools
+
+
+def _change(h, text: str, flights: list[dict]):
+    """One turn perceived as a change of flights, the model putting ``flights`` on the card."""
+    return h.turn(text, orch=[doubles.w1("change", "flights", "Let me look at that reservation."),
+                              doubles.j(decision="action", card_id="card.change_flights",
+                                        params={"reservation_id": "SF5VA1", "cabin": "economy", "flights": flights,
+                                                "payment_id": "gift_card_7002574"})])
+
+
+def test_a_change_of_flights_searches_the_route_and_carries_the_whole_itinerary():
+    """Back on May 29, the cheapest: DEN → PHL that day is HAT158 ($111, 06:00) or HAT080 ($148, 07:00) direct, or
+    a stop from $238; the card carries HAT158 — not the flight the model picked — and the outbound it keeps."""
+    h, tools = _flights_session()
+    r = _change(h, "Could SF5VA1 come back on May 29 instead, on the cheapest flight?",
+                [{"flight_number": "HAT080", "date": "2024-05-30"}])
+    searched = [(f["tool"], f["args"].get("date")) for k, f in r.sink if k == "tandem.tool"
+                and f["tool"].startswith("search_")]
+    assert searched == [("search_direct_flight", "2024-05-29"), ("search_onestop_flight", "2024-05-29")], searched
+    cards = r.of("action_card")
+    assert [c.params["flights"] for c in cards] == [[{"flight_number": "HAT076", "date": "2024-05-23"},
+                                                     {"flight_number": "HAT158", "date": "2024-05-29"}]], h.meta
+    h.turn("yes")
+    assert [(f.flight_number, f.date) for f in tools.world.reservations["SF5VA1"].flights] == [
+        ("HAT076", "2024-05-23"), ("HAT158", "2024-05-29")]
+
+
+def test_a_new_date_with_several_flights_and_nothing_to_choose_by_is_asked():
+    h, _ = _flights_session()
+    r = _change(h, "Could SF5VA1 come back on May 29 instead?", [{"flight_number": "HAT080", "date": "2024-05-29"}])
+    assert r.of("action_card") == []
+    said = "".join(e.text for e in r.events if e.type in ("narration.delta", "reply.delta"))
+    assert "HAT158 at 06:00 on 2024-05-29 ($111 in economy)" in said and "HAT080 at 07:00" in said, said
+    # the answer by its time: the one flight leaving then
+    r = _change(h, "the one at 7 am", [{"flight_number": "HAT158", "date": "2024-05-29"}])
+    assert [c.params["flights"] for c in r.of("action_card")] == [[{"flight_number": "HAT076", "date": "2024-05-23"},
+                                                                   {"flight_number": "HAT080", "date": "2024-05-29"}]]
+
+
+def test_a_flight_number_typed_is_the_one_carried():
+    h, _ = _flights_session()
+    r = _change(h, "Please move SF5VA1's return to HAT080 on May 29", [{"flight_number": "HAT158", "date": "2024-05-29"}])
+    assert [c.params["flights"][1] for c in r.of("action_card")] == [{"flight_number": "HAT080", "date": "2024-05-29"}]
+
+
+def test_a_cabin_change_keeps_the_flights_held_and_searches_nothing():
+    h, _ = _flights_session()
+    r = h.turn("Please upgrade SF5VA1 to business", orch=[
+        doubles.w1("change", "cabin", "Let me look at that reservation."),
+        doubles.j(decision="action", card_id="card.change_flights",
+                  params={"reservation_id": "SF5VA1", "cabin": "business",
+                          "flights": [{"flight_number": "HAT076", "date": "2024-05-23"}],
+                          "payment_id": "gift_card_7002574"})])
+    assert not [f for k, f in r.sink if k == "tandem.tool" and f["tool"].startswith("search_")]
+    checked = [f["args"]["flights"] for k, f in r.sink if k == "tandem.precheck"]
+    assert checked == [[{"flight_number": "HAT076", "date": "2024-05-23"},
+                        {"flight_number": "HAT080", "date": "2024-05-30"}]], checked
+    # (the backend's check refuses it: HAT076 has no business seat left that day)
+    assert [f["reason"] for k, f in r.sink if k == "tandem.precheck"] == ["not_enough_seats"]
+
