@@ -1422,3 +1422,73 @@ def test_an_order_the_policy_refuses_passes_the_request_on_to_the_next():
     f = facts([])
     pack.refused("cancel_pending_order", {"order_id": "#W1", "reason": "no longer needed"}, "order_not_pending", f)
     assert f.state["selected"] == {"id": "#W1", "at": 0, "queue": []}
+
+
+def _three_orders(texts: list[str], selected: dict | None = None):
+    """Three delivered orders: #W1000001 a desk lamp and a mug, #W2000002 a tablet, #W3000003 hiking boots."""
+    from pipelines.domain import TurnFacts
+
+    records = CandidateSet()
+    records.add_all({"order_id": ["#W1000001", "#W2000002", "#W3000003"], "item_id": ["l1", "m1", "t2", "b3"]},
+                    "record")
+    items = {"l1": {"name": "Desk Lamp", "product_id": "pl", "order_id": "#W1000001", "price": 90.0},
+             "m1": {"name": "Coffee Mug", "product_id": "pm", "order_id": "#W1000001", "price": 12.0},
+             "t2": {"name": "Tablet", "product_id": "pt", "order_id": "#W2000002", "price": 300.0},
+             "b3": {"name": "Hiking Boots", "product_id": "pb", "order_id": "#W3000003", "price": 150.0}}
+    orders = {"#W1000001": {"status": "delivered", "items": ["Desk Lamp", "Coffee Mug"], "paid_with": "p"},
+              "#W2000002": {"status": "delivered", "items": ["Tablet"], "paid_with": "p"},
+              "#W3000003": {"status": "delivered", "items": ["Hiking Boots"], "paid_with": "p"}}
+    state = {"authenticated_user_id": "u", "records": records.model_dump(), "items": items, "orders": orders,
+             "selected": selected}
+    return TurnFacts(session_id="s", user_text=texts[-1], user_texts=texts, state=state)
+
+
+ALL3 = ["#W1000001", "#W2000002", "#W3000003"]
+
+
+@pytest.mark.parametrize(("texts", "expected"), [
+    (["please return all my orders"], ALL3),
+    (["please return all my orders", "apart from the hiking boots"], ALL3[:2]),
+    (["please return all my orders except for the boots, I love them"], ALL3[:2]),
+    (["send back every order but not the tablet or the boots"], ALL3[:1]),
+    (["please return all my orders other than the one with the lamp"], ALL3[1:]),
+    (["please return all my orders", "except the sofa"], ALL3),  # nothing of theirs named: nothing left out
+    (["please return all my orders", "except everything"], ALL3),  # every order left out: the request as said
+])
+def test_an_exception_to_all_orders_leaves_out_the_orders_it_names(texts, expected):
+    from pipelines.domains import load_domain
+
+    assert load_domain("support").pick_records("return", ALL3, _three_orders(texts)) == expected
+
+
+def test_an_exception_names_orders_only_of_a_request_for_all_orders():
+    from pipelines.domains.support.pack import SupportState, excepted_orders
+
+    state = SupportState.model_validate(_three_orders(["x"]).state)
+    assert excepted_orders(state, ["return every order except the boots"]) == {"#W3000003"}
+    assert excepted_orders(state, ["return the lamp order except the coffee mug"]) == set()  # one order's items
+    assert excepted_orders(state, ["return all my orders", "the boots were great, but not the tablet"]) == {
+        "#W2000002"}
+
+
+def test_an_exception_said_later_is_never_the_order_in_question_and_leaves_the_queue():
+    from pipelines.domains import load_domain
+    from pipelines.domains.support.pack import SupportState, _order_in_question
+
+    texts = ["please return all my orders", "oh, except the hiking boots; I could swap those for hiking boots in black"]
+    facts = _three_orders(texts, selected={"id": "#W3000003", "at": 0, "queue": ["#W1000001", "#W2000002"]})
+    load_domain("support").restore(facts)
+    assert facts.state["selected"] == {"id": "#W1000001", "at": 0, "queue": ["#W2000002"]}
+    assert _order_in_question(facts, SupportState.model_validate(facts.state)) == "#W1000001"
+    facts = _three_orders(texts[:1], selected={"id": "#W3000003", "at": 0, "queue": ["#W1000001"]})
+    load_domain("support").restore(facts)
+    assert facts.state["selected"]["id"] == "#W3000003"  # no exception: the order found stays
+
+
+def test_each_order_of_all_orders_is_whole():
+    from pipelines.domains.support.pack import SupportState, _named_items
+
+    facts = _three_orders(["please return all my orders"], selected={"id": "#W1000001", "at": 0, "queue": []})
+    assert sorted(_named_items(facts, SupportState.model_validate(facts.state))) == ["l1", "m1"]
+    facts = _three_orders(["of all my orders, please return the coffee mug"], selected={"id": "#W1000001", "at": 0, "queue": []})
+    assert _named_items(facts, SupportState.model_validate(facts.state)) == ["m1"]

@@ -197,6 +197,35 @@ def all_but(items: Mapping[str, Mapping[str, Any]], texts: Sequence[str]) -> tup
     return None
 
 
+#: An exception to a request for all orders: "cancel all my orders … except the boots", "but not the one with the
+#: lamp", "apart from the charger" — it runs to the clause's end and names what stays as it is.
+_EXCEPT = re.compile(r"(?:^|[\s,;(])(?:except(?:\s+for)?|but\s+not|other\s+than|apart\s+from|aside\s+from|excluding|"
+                     r"save\s+for)\s+(?P<rest>[^.;!?]+)", re.I)
+
+
+def excepted_orders(state: SupportState, texts: Sequence[str]) -> set[str]:
+    """While the request asks for all orders ("cancel or return all my orders"): the orders holding an item an
+    exception describes ("except the boots"): left as they are, never the order in question."""
+    if not any(_ALL_ORDERS.search(t) for t in texts):
+        return set()
+    return {str(state.items[i].get("order_id")) for t in texts for m in _EXCEPT.finditer(t)
+            for i in described_items(state.items, [m.group("rest")])}
+
+
+def _drop_excepted(facts: TurnFacts, state: SupportState) -> None:
+    """The request's orders found before an exception was said ("… except the boots") lose the orders it names: the
+    one in question goes on to the next, the others leave the queue."""
+    selected = state.selected
+    if not selected:
+        return
+    left = excepted_orders(state, _request_texts(facts, state))
+    order = [str(selected.get("id")), *map(str, selected.get("queue") or [])]
+    kept = [o for o in order if o not in left]
+    if kept != order:
+        state.selected = {"id": kept[0], "at": selected.get("at", 0), "queue": kept[1:]} if kept else None
+        facts.state = state.model_dump(mode="json")
+
+
 def _session_texts(facts: TurnFacts) -> list[str]:
     """The session's user texts, the newest last, each once."""
     return list(facts.user_texts) if facts.user_texts and facts.user_texts[-1] == facts.user_text else [
@@ -247,6 +276,7 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
             return told
         if state is not None:  # items of one read order, and of no other, described in this text: that order
             held = {state.items[i].get("order_id") for i in described_items(state.items, [texts[at]])}
+            held -= excepted_orders(state, texts[first:])  # "… all my orders. Except the boots": not the boots'
             if len(held) == 1:
                 return str(held.pop())
     return str(selected["id"]) if selected.get("id") else None
@@ -365,8 +395,9 @@ def _named_items(facts: TurnFacts, state: SupportState) -> list[str]:
         return described_items(scoped, texts[but[0] + 1:]) or but[1]
     named = described_items(scoped, texts)
     if not named and _order_in_question(facts, state):
-        if says_all_items(texts) or (len(scoped) == 1 and any(_ITS_ITEM.search(t) for t in texts)):
-            named = list(scoped)  # "all the items of the order"; "its item" when it holds one
+        if says_all_items(texts) or any(_ALL_ORDERS.search(t) for t in texts) or (
+                len(scoped) == 1 and any(_ITS_ITEM.search(t) for t in texts)):
+            named = list(scoped)  # "all the items of the order", each of "all my orders"; "its item" of one item
         elif len(scoped) == 1 and not described_items(dict(state.items), texts) and not any(
                 _ANOTHER_ORDER.search(t) for t in texts):
             named = list(scoped)  # the order holds one item, the user named no product of theirs: that one
@@ -803,6 +834,7 @@ class SupportPack(PackBase):
         if isinstance(shown, str):  # the card the user answers now: "the other card" is told apart from its method
             facts.state = {**facts.state, "shown_payment": shown}
         state = self.state_of(facts)
+        _drop_excepted(facts, state)
         facts.candidates = facts.candidates.merged(state.records)
         _narrow(facts, state)
 
@@ -1053,8 +1085,9 @@ class SupportPack(PackBase):
         fits = [o for o in options if _status_fits(intent, str((state.orders.get(o) or {}).get("status", "")))]
         said = _said_status(texts)  # "the one I received", "my pending order": the user's words on its state
         fits = [o for o in fits if said is None or said(str((state.orders.get(o) or {}).get("status", "")))] or fits
+        left = excepted_orders(state, texts)  # "all my orders, except the boots": the boots' order stays as it is
         if any(_ALL_ORDERS.search(t) for t in texts) and fits:  # "all my pending orders": every one that fits
-            return fits
+            return [o for o in fits if o not in left] or fits
         items = {i: info for i, info in state.items.items() if info.get("order_id") in fits}
         named = described_items(items, texts)
         described = [o for o in fits if any(items[i].get("order_id") == o for i in named)]
