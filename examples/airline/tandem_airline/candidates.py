@@ -18,10 +18,22 @@ from typing import Any
 
 from .world import CABINS
 
-__all__ = ["AIRPORTS", "FIXED_CANDIDATES", "ARG_KINDS", "extract_user_candidates", "record_candidates"]
+__all__ = ["AIRPORTS", "AIRPORT_CITIES", "airports_said", "places_said", "FIXED_CANDIDATES", "ARG_KINDS", "extract_user_candidates", "record_candidates"]
 
 AIRPORTS: frozenset[str] = frozenset({"ATL", "BOS", "CLT", "DEN", "DFW", "DTW", "EWR", "IAH", "JFK", "LAS", "LAX",
                                       "LGA", "MCO", "MIA", "MSP", "ORD", "PHL", "PHX", "SEA", "SFO"})
+#: The city each airport serves, as people name it ("a flight from Dallas to Seattle"); New York has two.
+AIRPORT_CITIES: dict[str, str] = {
+    "ATL": "Atlanta", "BOS": "Boston", "CLT": "Charlotte", "DEN": "Denver", "DFW": "Dallas", "DTW": "Detroit",
+    "EWR": "Newark", "IAH": "Houston", "JFK": "New York", "LAS": "Las Vegas", "LAX": "Los Angeles",
+    "LGA": "New York", "MCO": "Orlando", "MIA": "Miami", "MSP": "Minneapolis", "ORD": "Chicago",
+    "PHL": "Philadelphia", "PHX": "Phoenix", "SEA": "Seattle", "SFO": "San Francisco"}
+_CITY_NAMES = "|".join(sorted({re.escape(c) for c in AIRPORT_CITIES.values()}, key=len, reverse=True))
+#: A city named as a place travelled from or to (after "from", "to", "in", "via", "between", "and", … or before
+#: "airport", "flight", "trip") — not a person who bears its name ("Charlotte Davis").
+_CITY = re.compile(rf"(?:\b(?:from|to|in|at|into|via|through|between|and|out\s+of|leaving|departing|arriving|"
+                   rf"back\s+to)\s+(?:the\s+)?(?P<after>{_CITY_NAMES})\b(?!(?-i:\s+[A-Z][a-z]))|"
+                   rf"\b(?P<before>{_CITY_NAMES})\s+(?=(?:airport|flights?|trip|reservation)\b))", re.I)
 #: Always candidates. A cancellation's reason is not among them: the policy has the agent obtain it from the
 #: user, so it is grounded only in the user's words (:func:`extract_user_candidates`).
 FIXED_CANDIDATES: dict[str, tuple[str, ...]] = {
@@ -97,7 +109,7 @@ def extract_user_candidates(text: str, *, year: int = 2024) -> dict[str, list[st
     low = text.casefold()
     add("user_id", _USER_ID.findall(text))
     add("reservation_id", [r for r in _RESERVATION.findall(text) if not _FLIGHT.fullmatch(r)])
-    add("airport", [a for a in _AIRPORT.findall(text) if a in AIRPORTS])
+    add("airport", airports_said(text))
     dates = _ISO_DATE.findall(text)
     dates += [f"{year:04d}-{_MONTHS[m.casefold()]:02d}-{int(d):02d}" for m, d in _MONTH_DAY.findall(text)
               if 1 <= int(d) <= 31]
@@ -121,6 +133,22 @@ def extract_user_candidates(text: str, *, year: int = 2024) -> dict[str, list[st
     if re.search(r"\bone[- ]way\b", low):
         add("flight_type", ["one_way"])
     return {k: v for k, v in out.items() if v}
+
+
+def places_said(text: str) -> list[list[str]]:
+    """The places ``text`` names, in the order said, each as its airports: a code is one, a city the airports that
+    serve it ("New York": JFK and LGA)."""
+    at = [(m.start(), [m.group(0)]) for m in _AIRPORT.finditer(text) if m.group(0) in AIRPORTS]
+    for m in _CITY.finditer(text):
+        city = (m.group("after") or m.group("before")).casefold()
+        at.append((m.start("after") if m.group("after") else m.start(),
+                   [code for code, name in AIRPORT_CITIES.items() if name.casefold() == city]))
+    return [codes for _, codes in sorted(at, key=lambda x: x[0])]
+
+
+def airports_said(text: str) -> list[str]:
+    """The airports ``text`` names, by code or by the city they serve, in the order said."""
+    return list(dict.fromkeys(code for codes in places_said(text) for code in codes))
 
 
 def _passengers(found: dict[str, list[str]], people: Any) -> None:

@@ -37,7 +37,7 @@ REASONS: tuple[str, ...] = (
     "not_confirmed", "other_user", "user_not_found", "reservation_not_found", "flight_not_found",
     "flight_not_available", "not_enough_seats", "payment_not_found", "insufficient_balance",
     "certificate_not_allowed", "payment_mismatch", "already_cancelled", "already_flown", "not_cancellable",
-    "basic_economy_fixed", "route_changed", "bags_removed", "no_bags_added", "bags_under_charged", "passenger_count",
+    "basic_economy_fixed", "no_change", "route_changed", "bags_removed", "no_bags_added", "bags_under_charged", "passenger_count",
     "too_many_passengers", "payment_mix", "no_compensation", "bad_amount", "too_many_certificates",
 )
 CANCEL_REASONS: tuple[str, ...] = ("change_of_plan", "airline_cancelled", "health", "weather", "other")
@@ -94,9 +94,11 @@ def route_refusal(legs: Sequence[tuple[str, str]], origin: str, destination: str
 
 def change_refusal(*, status: str | None, cabin: str, new_cabin: str, flights_changed: bool,
                    any_flown: bool) -> str | None:
-    """A change of flights or cabin (the route is :func:`route_refusal`'s)."""
+    """A change of flights or cabin (the route is :func:`route_refusal`'s); one that changes neither is none."""
     if status == "cancelled":
         return "already_cancelled"
+    if not flights_changed and new_cabin == cabin:
+        return "no_change"
     if flights_changed and cabin == "basic_economy":
         return "basic_economy_fixed"
     if new_cabin != cabin and any_flown:

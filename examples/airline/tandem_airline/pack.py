@@ -131,6 +131,7 @@ AIRLINE_TEXTS = DomainTexts(
         "not_cancellable": "it was booked more than 24 hours ago, is not business class, and the reason is not "
                            "covered by insurance",
         "basic_economy_fixed": "basic economy flights can't be changed",
+        "no_change": "it already holds those flights in that cabin",
         "route_changed": "the origin, destination and trip type must stay the same",
         "bags_removed": "checked bags can be added but not removed",
         "no_bags_added": "the reservation already holds that many checked bags",
@@ -201,6 +202,12 @@ _REASON_SAID = {"change_of_plan": "for a change of plan", "airline_cancelled": "
                 "health": "for health reasons", "weather": "for the weather", "other": "for other reasons"}
 #: a reservation still ahead: one whose first flight is past is not "upcoming"
 _UPCOMING = re.compile(r"\b(?:upcoming|future|coming up|ahead)\b", re.I)
+
+
+def _place(code: str) -> str:
+    """An airport as people know it: "Dallas DFW" (the code alone when its city is not known)."""
+    city = cand.AIRPORT_CITIES.get(code)
+    return f"{city} {code}" if city else code
 
 
 def _typed_reservations(text: str, extract: Any) -> list[str]:
@@ -583,9 +590,14 @@ class AirlinePack(PackBase):
                                       now=self.now()) is None for reason in reasons)
 
         live = [r for r in options if fits(r)]
-        named = [r for r in live if (airports and {state.reservations.get(r, {}).get("origin"),
-                                                   state.reservations.get(r, {}).get("destination")} & airports)
-                 or (dates and state.reservations.get(r, {}).get("date") in dates)]
+
+        def told(r: str) -> int:  # how much of what the user said the reservation has: its airports, its dates
+            info = state.reservations.get(r, {})
+            held = {info.get("date")} | {d[2] for d in fl.directions(info)}  # each direction's date
+            return len({info.get("origin"), info.get("destination")} & airports) + len(held & dates)
+
+        best = max((told(r) for r in live), default=0)
+        named = [r for r in live if best and told(r) == best]  # the reservations that have the most of it
         return named or live
 
     def select_record(self, record: str, facts: TurnFacts, then: Sequence[str] = ()) -> None:
@@ -604,8 +616,8 @@ class AirlinePack(PackBase):
         out = []
         for r in records:
             info = state.reservations.get(r)
-            out.append(f"{r} ({info['origin']} → {info['destination']}, {info.get('date') or 'no date'}, "
-                       f"{info['cabin'].replace('_', ' ')})" if info else r)
+            out.append(f"{r} ({_place(info['origin'])} → {_place(info['destination'])}, "
+                       f"{info.get('date') or 'no date'}, {info['cabin'].replace('_', ' ')})" if info else r)
         return out
 
     def choices(self, about: str, facts: TurnFacts) -> list[str]:
@@ -694,9 +706,9 @@ class AirlinePack(PackBase):
             for (origin, dest, _held, _legs), day, key in zip(plan.dirs, plan.days, ("out", "back"), strict=False):
                 if day:
                     out |= {f"{key}_origin": origin, f"{key}_destination": dest, f"{key}_date": day}
-        airports = typed.get("airport", [])
-        if len(airports) >= 2:
-            out["origin"], out["destination"] = airports[0], airports[1]
+        places = [p for p in cand.places_said(facts.user_text) if p]  # a city of two airports searches neither
+        if len(places) >= 2 and len(places[0]) == len(places[1]) == 1 and places[0] != places[1]:
+            out["origin"], out["destination"] = places[0][0], places[1][0]
         if typed.get("date"):
             out["date"] = typed["date"][0]
         return out

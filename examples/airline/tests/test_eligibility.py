@@ -62,6 +62,11 @@ def test_changes_of_flights_and_cabin():
     assert el.change_refusal(**{**kw, "flights_changed": False, "new_cabin": "economy"}) is None  # cabin only
     assert el.change_refusal(**{**kw, "cabin": "economy", "new_cabin": "business", "any_flown": True}) == "already_flown"
     assert el.change_refusal(**{**kw, "cabin": "economy"}) is None
+    # neither the flights nor the cabin: nothing changes (basic economy too: it is no change of its flights)
+    assert el.change_refusal(**{**kw, "cabin": "economy", "new_cabin": "economy", "flights_changed": False}) == \
+        "no_change"
+    assert el.change_refusal(**{**kw, "flights_changed": False}) == "no_change"
+    assert el.change_refusal(**{**kw, "status": "cancelled", "flights_changed": False}) == "already_cancelled"
 
 
 def test_payment_of_a_change():

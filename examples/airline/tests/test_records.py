@@ -258,3 +258,53 @@ def test_paid_bags_are_never_fewer_than_those_paid_for_now():
     state.membership = None  # not read: the counts said or read
     facts.candidates.add("bag_count", "2", "user")
     assert fee_counts(facts, state, "R1") == ["2"]
+
+
+@pytest.mark.parametrize(("text", "places"), [
+    ("a flight from Dallas to Seattle", [["DFW"], ["SEA"]]),
+    ("leaving New York for good, landing at LAX", [["JFK", "LGA"], ["LAX"]]),  # a city two airports serve
+    ("flying back to Las Vegas on May 2", [["LAS"]]),
+    ("my Chicago trip", [["ORD"]]),
+    ("the flights between Phoenix and San Francisco", [["PHX"], ["SFO"]]),
+    ("Charlotte Davis flies with me", []),  # a person, not the city
+    ("please add Charlotte Davis to it", []),
+    ("I fly to Charlotte on Friday", [["CLT"]]),
+    ("I live in Houston", [["IAH"]]),
+    ("Denver is lovely", []),  # named, but not as a place travelled from or to
+])
+def test_an_airport_is_named_by_its_code_or_its_city(text, places):
+    from tandem_airline.candidates import airports_said, places_said
+
+    assert places_said(text) == places
+    assert airports_said(text) == [a for p in places for a in p]
+
+
+def test_a_search_goes_from_the_first_place_said_to_the_second_of_one_airport_each():
+    pack = _pack()
+    for text, route in [("book me from Dallas to Boston on May 20", ("DFW", "BOS")),
+                        ("book me out of New York, to Boston, on May 20", None),  # which New York airport: not said
+                        ("book me from BOS to Boston on May 20", None)]:
+        facts = TurnFacts(session_id="s", user_text=text, user_texts=[text])
+        snap = pack.snapshot_values(facts)
+        assert (snap.get("origin"), snap.get("destination")) == (route or (None, None)), text
+
+
+@needs_data
+@pytest.mark.parametrize(("text", "picked"), [
+    ("the trip from Boston to Denver", ["8C8K4E"]),  # both its airports
+    ("my flight to San Francisco on May 22", ["MSJ4OA"]),  # its destination and date; LU15PA has SFO alone
+    ("the Dallas trip", ["MSJ4OA"]),
+    ("my trip to San Francisco", ["UDMOP1", "LU15PA", "MSJ4OA"]),  # as much of it in three: all three
+    ("the one on 2024-05-29", ["UDMOP1"]),  # a round trip's return date is its date too
+    ("the one to Miami", ["8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA", "MSJ4OA"]),  # a stop is no destination: none told
+])
+def test_a_reservation_is_picked_by_as_much_of_what_was_said_as_it_has(text, picked):
+    pack = _pack()
+    assert pack.pick_records("change", ALL[:5], _facts(pack, text)) == picked
+
+
+@needs_data
+def test_reservations_are_described_with_their_cities():
+    pack = _pack()
+    facts = _facts(pack, "which ones do I have?")
+    assert pack.describe_records(["8C8K4E"], facts) == ["8C8K4E (Boston BOS → Denver DEN, 2024-05-24, business)"]

@@ -68,8 +68,8 @@ def test_basic_economy_keeps_its_flights_but_may_change_cabin(tools):
     said = ToolSession(session_id="s", authenticated_user_id="daiki_muller_1116",
                        user_texts=["XEHM4B: move me up to economy please, credit_card_2408938"])
     assert _run(tools.precheck("update_reservation_flights", upgrade, said)) is None
-    kept = dict(upgrade, cabin="basic_economy")  # the cabin it holds, not named: kept (the flights unchanged)
-    assert _run(tools.precheck("update_reservation_flights", kept, s)) is None
+    kept = dict(upgrade, cabin="basic_economy")  # the cabin it holds, not named: grounded, but nothing changes
+    assert _run(tools.precheck("update_reservation_flights", kept, s)) == "no_change"
 
 
 def test_a_cancellation_reason_must_be_the_users(tools):
