@@ -18,7 +18,8 @@ from typing import Any
 
 from .world import CABINS
 
-__all__ = ["AIRPORTS", "AIRPORT_CITIES", "airports_said", "places_said", "FIXED_CANDIDATES", "ARG_KINDS", "extract_user_candidates", "record_candidates"]
+__all__ = ["AIRPORTS", "AIRPORT_CITIES", "airports_said", "places_said", "FIXED_CANDIDATES", "ARG_KINDS",
+           "extract_user_candidates", "record_candidates"]
 
 AIRPORTS: frozenset[str] = frozenset({"ATL", "BOS", "CLT", "DEN", "DFW", "DTW", "EWR", "IAH", "JFK", "LAS", "LAX",
                                       "LGA", "MCO", "MIA", "MSP", "ORD", "PHL", "PHX", "SEA", "SFO"})

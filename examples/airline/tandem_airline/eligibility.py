@@ -37,8 +37,8 @@ REASONS: tuple[str, ...] = (
     "not_confirmed", "other_user", "user_not_found", "reservation_not_found", "flight_not_found",
     "flight_not_available", "not_enough_seats", "payment_not_found", "insufficient_balance",
     "certificate_not_allowed", "payment_mismatch", "already_cancelled", "already_flown", "not_cancellable",
-    "basic_economy_fixed", "no_change", "route_changed", "bags_removed", "no_bags_added", "bags_under_charged", "passenger_count",
-    "too_many_passengers", "payment_mix", "no_compensation", "bad_amount", "too_many_certificates",
+    "basic_economy_fixed", "no_change", "route_changed", "bags_removed", "no_bags_added", "bags_under_charged",
+    "passenger_count", "too_many_passengers", "payment_mix", "no_compensation", "bad_amount", "too_many_certificates",
 )
 CANCEL_REASONS: tuple[str, ...] = ("change_of_plan", "airline_cancelled", "health", "weather", "other")
 INSURED_REASONS = frozenset({"health", "weather"})

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, timedelta
 from typing import Any
 
-__all__ = ["Direction", "directions", "keep_trips", "wanted_dates", "fitting_trips", "itinerary", "open_direction",
+__all__ = ["Direction", "MAX_FLIGHTS", "MAX_TRIPS", "directions", "keep_trips", "wanted_dates", "fitting_trips", "itinerary", "open_direction",
            "describe_trip", "ranks", "wants_other_flight", "said_filters"]
 
 #: a day relative to the one held: "the day after", "the next day", "a day later", "one day earlier"
@@ -68,9 +68,13 @@ def directions(info: Mapping[str, str]) -> list[Direction]:
     return out
 
 
+#: At most this many flights and itineraries kept from searches (the session's state carries them every turn).
+MAX_FLIGHTS, MAX_TRIPS = 200, 400
+
+
 def keep_trips(flights: dict[str, dict[str, str]], trips: list[list[str]], result: Mapping[str, Any]) -> None:
-    """A search's itineraries kept (at most 200 flights): each flight by "number@date" with its route, times, and
-    per cabin its price and seats left."""
+    """A search's itineraries kept (at most :data:`MAX_FLIGHTS` flights, :data:`MAX_TRIPS` itineraries): each flight
+    by "number@date" with its route, times, and per cabin its price and seats left."""
     options = [[f] for f in result.get("flights") or ()] + [list(t) for t in result.get("trips") or ()]
     for option in options:
         keys = []
@@ -84,12 +88,12 @@ def keep_trips(flights: dict[str, dict[str, str]], trips: list[list[str]], resul
                    "number": str(f.get("flight_number"))}
             row |= {f"price:{c}": str(p) for c, p in (f.get("prices") or {}).items()}
             row |= {f"seats:{c}": str(n) for c, n in (f.get("available_seats") or {}).items()}
-            if key not in flights and len(flights) >= 200:
+            if key not in flights and len(flights) >= MAX_FLIGHTS:
                 break
             flights[key] = row
             keys.append(key)
         else:
-            if keys and keys not in trips:
+            if keys and keys not in trips and len(trips) < MAX_TRIPS:
                 trips.append(keys)
 
 

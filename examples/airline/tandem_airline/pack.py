@@ -224,8 +224,8 @@ def _in_question(facts: TurnFacts, state: AirlineState, extract: Any) -> str | N
 #: what the user complains of, as the policy's compensation rules name it (a flight cancelled: $100 a passenger;
 #: delayed: $50 a passenger)
 _CANCELLED_FLIGHT = re.compile(r"\bflights?\b[^.?!]*\bcancel+ed\b|\bcancel+ed\b[^.?!]*\bflights?\b", re.I)
-_DELAYED_FLIGHT = re.compile(r"\bdelay(?:ed|s)?\b|\b(?:hours?|minutes?)\s+late\b|\blate\s+(?:flight|departure|arrival)\b|"
-                             r"\b(?:flights?|plane|departure|arrival)\b[^.?!]{0,40}\b(?:late|behind\s+schedule)\b",
+_DELAYED_FLIGHT = re.compile(r"\bdelay(?:ed|s)?\b|\b(?:hours?|minutes?)\s+late\b|"
+                             r"\blate\s+(?:flight|departure|arrival)\b|\b(?:flights?|plane|departure|arrival)\b[^.?!]{0,40}\b(?:late|behind\s+schedule)\b",
                              re.I)  # "delayed", "a delay", "three hours late", "the plane left late"
 COMPENSATION_PER_PASSENGER = (("cancelled", 100), ("delayed", 50))
 
@@ -333,7 +333,7 @@ class ChangePlan(BaseModel):
     """A change of flights of the reservation in question (:mod:`.flights`): its directions, the date wanted for
     each (``None``: kept), the itineraries that fit each, best first, the cabin and whether the user ranked them."""
 
-    dirs: list[tuple[str, str, str, list[str]]]
+    dirs: list[fl.Direction]
     days: list[str | None]
     options: list[list[list[str]]]
     cabin: str
@@ -352,7 +352,7 @@ def change_plan(facts: TurnFacts, state: AirlineState, rid: str | None) -> Chang
     said = [d for t in texts for d in cand.extract_user_candidates(t).get("date", [])]
     days = fl.wanted_dates(dirs, said, texts)
     cabin = next(iter(kept_cabins(facts, state, rid)), ("", ""))[0] or str(info.get("cabin") or "")
-    seats = int(info.get("passengers") or 1) if str(info.get("passengers") or "").isdigit() else 1
+    seats = int(pax) if (pax := str(info.get("passengers") or "")).isdigit() else 1
     rank = fl.ranks(texts)
     tests = fl.said_filters(texts)
     options = [fl.fitting_trips(state.flights, state.trips, d, day, cabin, seats, rank, tests) if day else []
@@ -488,7 +488,6 @@ class AirlinePack(PackBase):
                     "passengers": str(len(result.get("passengers") or [])),
                     "bags": str(result.get("total_baggages", "")),
                     "paid_bags": str(result.get("nonfree_baggages", "")),
-                    "flight_type": str(result.get("flight_type") or "one_way"),
                     "legs": ";".join(f"{f.get('origin')}>{f.get('destination')}>{f.get('date')}>"
                                      f"{f.get('flight_number')}" for f in flights)}
             if tool in ("search_direct_flight", "search_onestop_flight"):

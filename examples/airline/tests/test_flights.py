@@ -45,6 +45,17 @@ def test_a_search_keeps_each_itinerary_by_number_and_date():
     assert len(trips) == 2  # the same itinerary searched again is kept once
 
 
+def test_what_searches_keep_is_bounded(monkeypatch):
+    monkeypatch.setattr(fl, "MAX_FLIGHTS", 3)
+    monkeypatch.setattr(fl, "MAX_TRIPS", 2)
+    flights, trips = _searched({"flights": [_flight(f"HAT10{i}", "JFK", "SEA", "2024-05-21", "08:00:00")
+                                            for i in range(5)]})
+    assert len(flights) == 3 and trips == [["HAT100@2024-05-21"], ["HAT101@2024-05-21"]]  # the third: no room
+    fl.keep_trips(flights, trips, {"trips": [[_flight("HAT100", "JFK", "SEA", "2024-05-21", "08:00:00"),
+                                              _flight("HAT109", "SEA", "JFK", "2024-05-21", "12:00:00")]]})
+    assert len(flights) == 3 and len(trips) == 2  # a trip whose flight finds no room is not kept in part
+
+
 @pytest.mark.parametrize(("said", "texts", "want"), [
     ([], ["I'd like to move my trip"], [None, None]),  # nothing said of another flight: the flights are kept
     (["2024-05-22"], [""], ["2024-05-22", None]),  # one new date: the direction whose date it is nearest

@@ -261,6 +261,7 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
     texts = _session_texts(facts)
     selected = (state.selected or {}) if state is not None else {}
     first = min(state.request_from, len(texts) - 1) if state is not None else 0
+    left = excepted_orders(state, texts[first:]) if state is not None else set()  # "… except the boots"
     for at in range(len(texts) - 1, first - 1, -1):
         if selected.get("id") and int(selected.get("at", -1)) >= at:
             return str(selected["id"])
@@ -276,7 +277,7 @@ def _order_in_question(facts: TurnFacts, state: SupportState | None = None) -> s
             return told
         if state is not None:  # items of one read order, and of no other, described in this text: that order
             held = {state.items[i].get("order_id") for i in described_items(state.items, [texts[at]])}
-            held -= excepted_orders(state, texts[first:])  # "… all my orders. Except the boots": not the boots'
+            held -= left  # "… all my orders. Except the boots": never the boots' order
             if len(held) == 1:
                 return str(held.pop())
     return str(selected["id"]) if selected.get("id") else None
